@@ -1,0 +1,221 @@
+"""What every privclust estimator shares: input checks, bounds, budgets and prediction.
+
+Input checks happen in ``fit`` (scikit-learn convention: constructors store arguments
+unchanged). Every user mistake raises a ``ValueError``/``TypeError`` whose message names the
+problem and the fix.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import warnings
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClusterMixin
+
+from ..engine import LocalEngine
+from ..privacy import Accountant, Budget, PrivacyLeakWarning, PrivacyReport
+
+__all__ = [
+    "PrivateClusterMixin",
+    "check_bounds",
+    "check_data",
+    "check_delta",
+    "check_epsilon",
+    "nearest_centre",
+]
+
+
+def check_epsilon(epsilon) -> float:
+    if isinstance(epsilon, bool) or not isinstance(epsilon, numbers.Real):
+        raise TypeError(f"epsilon must be a positive number, got {epsilon!r}")
+    if not (epsilon > 0) or not math.isfinite(epsilon):
+        raise ValueError(
+            f"epsilon must be a positive finite number (e.g. epsilon=1.0), got {epsilon!r}"
+        )
+    return float(epsilon)
+
+
+def check_delta(delta, *, allow_none: bool = True, required: bool = False) -> float | None:
+    if delta is None:
+        if allow_none:
+            return None
+        raise ValueError("delta must be given (a number in (0, 1), e.g. 1e-6)")
+    if isinstance(delta, bool) or not isinstance(delta, numbers.Real):
+        raise TypeError(f"delta must be a number in (0, 1) or None, got {delta!r}")
+    if not (0 <= delta < 1):
+        raise ValueError(
+            f"delta must be in [0, 1) (typically far below 1/n, e.g. 1e-6), got {delta!r}"
+        )
+    if required and delta == 0:
+        raise ValueError(
+            "this estimator needs delta > 0 (its Gaussian noise and shifted counts are "
+            "(epsilon, delta)-DP); pass e.g. delta=1e-6 or delta=None for 1/(n^1.5)"
+        )
+    return float(delta)
+
+
+def check_data(X, *, name: str = "X", min_samples: int = 1) -> np.ndarray:
+    """A finite 2-D float array, or a clear error. float32 stays float32 (memory)."""
+    if hasattr(X, "to_numpy"):  # pandas
+        X = X.to_numpy()
+    try:
+        arr = np.asarray(X)
+    except Exception as exc:  # ragged lists etc.
+        raise ValueError(f"{name} could not be read as a 2-D numeric array: {exc}") from None
+    if arr.dtype == object or not (
+        np.issubdtype(arr.dtype, np.number) or arr.dtype == bool
+    ):
+        raise ValueError(
+            f"{name} must be numeric; got dtype {arr.dtype}. Drop or encode non-numeric "
+            "columns first."
+        )
+    if np.issubdtype(arr.dtype, np.complexfloating):
+        raise ValueError(f"{name} must be real-valued, got complex numbers")
+    if arr.ndim == 1:
+        raise ValueError(
+            f"{name} must be 2-D (n_samples, n_features); got a 1-D array of {arr.shape[0]} "
+            "values. Use X.reshape(-1, 1) for one feature or X.reshape(1, -1) for one sample."
+        )
+    if arr.ndim != 2:
+        raise ValueError(f"{name} must be 2-D (n_samples, n_features); got shape {arr.shape}")
+    if arr.shape[1] == 0:
+        raise ValueError(f"{name} has no features (shape {arr.shape})")
+    if arr.shape[0] < min_samples:
+        raise ValueError(
+            f"{name} has {arr.shape[0]} samples; at least {min_samples} needed"
+            + (" (an empty data set cannot be clustered)" if arr.shape[0] == 0 else "")
+        )
+    if arr.dtype not in (np.float32, np.float64):
+        arr = arr.astype(np.float64)
+    if not np.isfinite(arr).all():
+        bad = ~np.isfinite(arr)
+        rows = np.flatnonzero(bad.any(axis=1))
+        raise ValueError(
+            f"{name} contains NaN or infinite values in {rows.size} row(s) (first: row "
+            f"{rows[0]}, column {int(np.flatnonzero(bad[rows[0]])[0])}); remove or impute them "
+            "before fitting"
+        )
+    return arr
+
+
+def check_bounds(bounds, n_features: int) -> np.ndarray:
+    """Public bounds as a (d, 2) float array: ``(lo, hi)`` for all dimensions or per dimension."""
+    if bounds is None:
+        raise ValueError(
+            "bounds are required: they are public knowledge of the data's range, e.g. "
+            "bounds=(-100, 100) or one (lo, hi) row per feature. Deriving them from the data "
+            "is not private (use privclust.data_bounds(X, allow_leak=True) only if you accept "
+            "that)."
+        )
+    try:
+        b = np.asarray(bounds, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"bounds must be numbers: (lo, hi) or a (d, 2) array; got {bounds!r}"
+        ) from None
+    if b.shape == (2,):
+        b = np.tile(b, (n_features, 1))
+    elif b.shape == (2, n_features) and n_features != 2:
+        raise ValueError(
+            f"bounds has shape {b.shape}; expected ({n_features}, 2): one (lo, hi) row per "
+            "feature (transpose it)"
+        )
+    if b.shape != (n_features, 2):
+        raise ValueError(
+            f"bounds has shape {b.shape}; expected (2,) for all features or ({n_features}, 2) "
+            "for one (lo, hi) row per feature"
+        )
+    if not np.isfinite(b).all():
+        raise ValueError("bounds must be finite numbers")
+    if (b[:, 0] >= b[:, 1]).any():
+        j = int(np.flatnonzero(b[:, 0] >= b[:, 1])[0])
+        raise ValueError(
+            f"bounds need lo < hi for every feature; feature {j} has lo={b[j, 0]}, hi={b[j, 1]}"
+        )
+    return b
+
+
+def data_bounds(X, *, allow_leak: bool = False, margin: float = 0.0) -> np.ndarray:
+    """Bounds taken from the data itself: NOT private. Requires ``allow_leak=True`` and warns."""
+    if not allow_leak:
+        raise ValueError(
+            "data_bounds reads the exact min/max of the data, which is not differentially "
+            "private; pass allow_leak=True to accept that, or give public bounds instead"
+        )
+    arr = check_data(X)
+    warnings.warn(
+        "bounds derived from the data without privacy: the released model leaks the data's "
+        "exact range",
+        PrivacyLeakWarning,
+        stacklevel=2,
+    )
+    lo, hi = arr.min(axis=0).astype(float), arr.max(axis=0).astype(float)
+    pad = (hi - lo) * margin + (hi == lo)
+    return np.column_stack([lo - pad, hi + pad])
+
+
+def nearest_centre(X: np.ndarray, centres: np.ndarray, chunk: int = 4096) -> np.ndarray:
+    """Index of the nearest centre for every row (chunked: no (n, k) matrix for large n)."""
+    centres = np.asarray(centres, dtype=float)
+    out = np.empty(X.shape[0], dtype=np.int64)
+    c2 = (centres**2).sum(axis=1)
+    for start in range(0, X.shape[0], chunk):
+        x = np.asarray(X[start : start + chunk], dtype=float)
+        d2 = c2[None, :] - 2.0 * x @ centres.T
+        out[start : start + chunk] = np.argmin(d2, axis=1)
+    return out
+
+
+class PrivateClusterMixin(ClusterMixin, BaseEstimator):
+    """Shared behaviour: budget plan check, engine set-up, nearest-centre prediction."""
+
+    def _accountant(self) -> Accountant:
+        acc = getattr(self, "accountant", None)
+        if acc is None:
+            return Accountant()
+        if not isinstance(acc, Accountant):
+            raise TypeError("accountant must be a privclust.Accountant or None")
+        return acc
+
+    def _make_engine(self, X, bounds) -> LocalEngine:
+        engine = LocalEngine(X, bounds)
+        if engine.n_clipped_records:
+            warnings.warn(
+                f"{engine.n_clipped_records} record(s) lie outside the public bounds and were "
+                "clipped to them (clipping is what bounds the sensitivity; widen the bounds if "
+                "this is unexpected)",
+                UserWarning,
+                stacklevel=3,
+            )
+        return engine
+
+    def _start_report(self, planned: Budget, random_source) -> PrivacyReport:
+        return PrivacyReport(
+            estimator=type(self).__name__,
+            planned=planned,
+            random_source=random_source.description,
+        )
+
+    def _check_fitted(self):
+        if not hasattr(self, "cluster_centers_"):
+            raise RuntimeError(
+                f"this {type(self).__name__} is not fitted yet; call fit(X) first"
+            )
+
+    def predict(self, X):
+        """Index of the nearest private centre (post-processing of the private model)."""
+        self._check_fitted()
+        arr = check_data(X)
+        if arr.shape[1] != self.cluster_centers_.shape[1]:
+            raise ValueError(
+                f"X has {arr.shape[1]} features; the model was fitted on "
+                f"{self.cluster_centers_.shape[1]}"
+            )
+        if self.cluster_centers_.shape[0] == 0:
+            return np.full(arr.shape[0], -1, dtype=np.int64)
+        return nearest_centre(arr, self.cluster_centers_)
+
+    def fit_predict(self, X, y=None, **kwargs):
+        return self.fit(X, **kwargs).labels_

@@ -1,0 +1,444 @@
+"""DPM: differentially private clustering through separation (DP-Mondrian).
+
+Liebenow, Schuett, Braun, Gehrke, Thaeter, Mohammadi, "DPM: Clustering Sensitive Data through
+Separation" (``shared/papers/004``), with the corrections of ``shared/papers/NOTES.md`` items 1-10.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from functools import lru_cache
+
+import numpy as np
+from scipy import integrate, optimize
+
+from ..privacy import Budget, Mechanisms, count_offset, resolve_random_state
+from ._base import (
+    PrivateClusterMixin,
+    check_bounds,
+    check_data,
+    check_delta,
+    check_epsilon,
+    nearest_centre,
+)
+from ._tree import SplitTree
+
+__all__ = ["DPM", "gap_percentile_constant"]
+
+PAPER_BUDGET_SPLIT = (0.04, 0.18, 0.18, 0.6)  # Sec. 6.1
+# Default: more for split selection, less for averaging (NOTES 10a; measured in the README's
+# DPM section and benchmarks/dpm.py: 20/20 Synth-10d runs exact vs 14/20 with the paper's).
+DEFAULT_BUDGET_SPLIT = (0.04, 0.18, 0.36, 0.42)
+_GAP_PERCENTILE = 0.65  # Alg. 2 uses the 65th percentile of neighbour gaps
+_MAX_BINS = 512  # at most this many split candidates per dimension
+
+
+@lru_cache(maxsize=16)
+def gap_percentile_constant(p: float = _GAP_PERCENTILE) -> float:
+    """The constant c with ``percentile_p(neighbour gaps of n draws of N(0, s^2)) ~ c s / n``.
+
+    Alg. 2 builds its codebook by simulating N(0, sigma) samples for every candidate sigma (the
+    authors' code spends 26 of its 29 s per fit there). The codebook is data-independent and
+    linear in sigma: near a point z (in units of sigma) the gaps of n sorted draws are
+    exponential with mean ``s / (n phi(z))``, so the p-quantile g of all gaps solves
+    ``E_z[1 - exp(-c phi(z))] = p`` with ``c = g n / s``. We solve that once by quadrature.
+    """
+    phi = lambda z: math.exp(-0.5 * z * z) / math.sqrt(2 * math.pi)  # noqa: E731
+
+    def mass_below(c: float) -> float:
+        val, _ = integrate.quad(lambda z: phi(z) * -math.expm1(-c * phi(z)), -12, 12, limit=200)
+        return val - p
+
+    return float(optimize.brentq(mass_below, 1e-6, 1e4, xtol=1e-12))
+
+
+def _level_shares(total: float, n_levels: int) -> np.ndarray:
+    """Sec. 3.3 / Alg. 1 l. 3-4: eps_i = total * sqrt(2)^i / sum_j sqrt(2)^j (a total, NOTES 7)."""
+    w = np.sqrt(2.0) ** np.arange(n_levels)
+    return total * w / w.sum()
+
+
+class DPM(PrivateClusterMixin):
+    """DPM (DP-Mondrian): recursive private splits through sparse regions (004, Alg. 1-2).
+
+    DPM projects the data onto every axis, scores split candidates (the centres of intervals of
+    width ``beta``) by *centre-ness* (rank close to the median, Def. 6) plus ``alpha`` times
+    *emptiness* (few points in the interval, Def. 5), picks one split per node with the
+    exponential mechanism and recurses while both children keep at least ``tau_e`` records
+    (noisy). Each leaf's centre is a private average (DP-AVG). The number of clusters is found,
+    not given.
+
+    Privacy guarantee
+    -----------------
+    ``(epsilon, delta)``-DP under add/remove-one-record neighbours, by basic composition of
+
+    * ``eps_int``: the private 65th percentile of neighbour gaps (interval size, Alg. 2);
+    * ``eps_cnt``: noisy counts at levels ``0..max_depth`` (two-sided geometric, sensitivity 1;
+      per-level shares of Sec. 3.3 read as a *total*, NOTES item 7), each carrying
+      ``delta_cnt / (max_depth + 1)`` for the shifted count (NOTES item 8);
+    * ``eps_exp``: one exponential-mechanism split per node at levels ``0..max_depth-1`` with the
+      factor 2 (NOTES item 1) and sensitivity ``(t/q + alpha) / (n_hat - lambda)`` (NOTES item 2);
+    * ``eps_avg, delta_avg``: per leaf, the analytic Gaussian mechanism on the sum of
+      ``x - box centre`` with L2 sensitivity the leaf box's half-diagonal.
+
+    Nodes of one level (and leaves) are disjoint, so each level composes in parallel. The ledger
+    ``privacy_report_`` lists every release; its total equals ``(epsilon, delta)`` when the tree
+    uses all its levels and is below it otherwise.
+
+    Choices where the paper is ambiguous or not private as printed
+    ---------------------------------------------------------------
+    * Split index (Alg. 1 l. 23-24, NOTES 6): ``d* = i* // n_splits``,
+      ``s* = a_d* + (i* mod n_splits + 0.5) beta_d*``.
+    * Candidates are restricted to those strictly inside the node's box. The box is public (it
+      is made of released splits), so this costs no privacy; candidates outside it would split
+      off an empty child and halt the branch.
+    * Halting: a branch halts when either child's noisy count is below ``tau_e`` (l. 17), when
+      ``n_hat - lambda <= 0`` (NOTES 3), or when no candidate fits its box.
+    * Interval size (Alg. 2, NOTES 4-5): the paper averages gaps across dimensions by rank,
+      whose sensitivity is not 2 for d > 1. privclust pools the gaps of all dimensions, each
+      divided by its dimension's public range. Adding one record turns one gap into two (or adds
+      one) in each dimension, so the number of pooled gaps below any value moves by 0..2 per
+      dimension while the target rank ``0.65 m`` moves by ``0.65 d``: sensitivity
+      ``(2 - 0.65) d``. The codebook is closed-form (:func:`gap_percentile_constant`), so
+      ``sigma = p_hat n_hat / c`` as a *fraction of each range* and ``beta = sigma / 2``;
+      ``sigmas`` (fractions of the range) restricts sigma to candidates as in Alg. 2 l. 9.
+    * ``delta=None`` uses the papers' ``1 / (n_hat sqrt(n_hat))`` from the released root count
+      (post-processing); the report records the value. Pass ``delta`` for a fixed guarantee.
+
+    Parameters
+    ----------
+    epsilon, delta : privacy budget (``delta > 0`` is required; None picks ``n_hat^-1.5``).
+    bounds : public bounds, ``(lo, hi)`` for every feature or a ``(d, 2)`` array. Required.
+    max_depth : maximum recursion depth ``tau_r`` (at most ``2^tau_r`` clusters).
+    min_cluster_size : ``tau_e``; None uses ``n_hat / 2^max_depth`` (Sec. 6.1).
+    t, q : centre-ness parameters (``t >= 2q > 0``, ``q < 1/2``).
+    alpha : emptiness weight.
+    sigmas : None (continuous) or candidate sigmas as fractions of each feature's range.
+    budget_split : ``(eps_int, eps_cnt, eps_exp, eps_avg)`` shares of epsilon. Default
+        ``(0.04, 0.18, 0.36, 0.42)``; the paper's ``(0.04, 0.18, 0.18, 0.6)`` is
+        ``DPM.PAPER_BUDGET_SPLIT`` (it loses a cluster in about a third of Synth-10d runs once
+        the factor 2 and the corrected sensitivity are in, NOTES 10a).
+    delta_split : ``(delta_cnt, delta_avg)`` shares of delta.
+    random_state : None (secure), int or Generator (reproducible, not secure).
+    accountant : a shared :class:`~privclust.Accountant`; the fit raises
+        :class:`~privclust.BudgetExceededError` before reading data if it does not fit.
+
+    Attributes
+    ----------
+    cluster_centers_ : (k, d) private centres. cluster_sizes_ : (k,) noisy sizes.
+    n_clusters_ : k. labels_ : nearest private centre of every training row (post-processing of
+    the private model applied to X, not a release). split_tree_ : :class:`SplitTree`.
+    interval_size_ : (d,) beta per feature. min_cluster_size_ : tau_e used.
+    delta_ : delta used. privacy_report_ : :class:`~privclust.PrivacyReport`.
+    """
+
+    PAPER_BUDGET_SPLIT = PAPER_BUDGET_SPLIT
+
+    def __init__(
+        self,
+        epsilon=1.0,
+        delta=None,
+        bounds=None,
+        max_depth=7,
+        min_cluster_size=None,
+        t=0.3,
+        q=1 / 12,
+        alpha=5.0,
+        sigmas=None,
+        budget_split=DEFAULT_BUDGET_SPLIT,
+        delta_split=(0.2, 0.8),
+        random_state=None,
+        accountant=None,
+    ):
+        self.epsilon = epsilon
+        self.delta = delta
+        self.bounds = bounds
+        self.max_depth = max_depth
+        self.min_cluster_size = min_cluster_size
+        self.t = t
+        self.q = q
+        self.alpha = alpha
+        self.sigmas = sigmas
+        self.budget_split = budget_split
+        self.delta_split = delta_split
+        self.random_state = random_state
+        self.accountant = accountant
+
+    # ------------------------------------------------------------------ parameter checks
+    def _check_params(self):
+        eps = check_epsilon(self.epsilon)
+        delta = check_delta(self.delta, required=True)
+        depth = self.max_depth
+        if isinstance(depth, bool) or not isinstance(depth, numbers.Integral) or depth < 0:
+            raise ValueError(f"max_depth must be an int >= 0, got {depth!r}")
+        if depth > 20:
+            raise ValueError(f"max_depth={depth} allows 2^{depth} clusters; use at most 20")
+        t, q, alpha = float(self.t), float(self.q), float(self.alpha)
+        if not (q > 0 and t >= 2 * q and q < 0.5 and t <= 1):
+            raise ValueError(
+                f"centre-ness needs valid t, q (t >= 2q > 0, q < 1/2, t <= 1); got t={t}, q={q}"
+            )
+        if not alpha > 0:
+            raise ValueError(f"alpha must be > 0, got {alpha}")
+        shares = np.asarray(self.budget_split, dtype=float)
+        if shares.shape != (4,) or (shares <= 0).any() or abs(shares.sum() - 1) > 1e-9:
+            raise ValueError(
+                "budget_split must be 4 positive shares (eps_int, eps_cnt, eps_exp, eps_avg) "
+                f"summing to 1; got {self.budget_split!r}"
+            )
+        dshares = np.asarray(self.delta_split, dtype=float)
+        if dshares.shape != (2,) or (dshares <= 0).any() or abs(dshares.sum() - 1) > 1e-9:
+            raise ValueError(
+                "delta_split must be 2 positive shares (delta_cnt, delta_avg) summing to 1; "
+                f"got {self.delta_split!r}"
+            )
+        if self.min_cluster_size is not None and not (
+            isinstance(self.min_cluster_size, numbers.Real) and self.min_cluster_size > 0
+        ):
+            raise ValueError(f"min_cluster_size must be > 0 or None, got {self.min_cluster_size!r}")
+        sigmas = None
+        if self.sigmas is not None:
+            sigmas = np.asarray(self.sigmas, dtype=float).ravel()
+            if sigmas.size == 0 or (sigmas <= 0).any() or not np.isfinite(sigmas).all():
+                raise ValueError(
+                    "sigmas must be positive fractions of each feature's range, e.g. "
+                    f"(0.02, 0.05, 0.1), or None; got {self.sigmas!r}"
+                )
+        return eps, delta, int(depth), t, q, alpha, shares, dshares, sigmas
+
+    # ------------------------------------------------------------------ fit
+    def fit(self, X, y=None):
+        """Cluster X privately. ``y`` is ignored (present for scikit-learn compatibility)."""
+        eps, delta, depth, t, q, alpha, shares, dshares, sigmas = self._check_params()
+        accountant = self._accountant()
+        # The plan depends on the parameters only: check it before any data is read.
+        plan = Budget(eps, delta if delta is not None else 0.0)
+        accountant.check(plan, "DPM")
+        X = check_data(X)
+        bounds = check_bounds(self.bounds, X.shape[1])
+        source = resolve_random_state(self.random_state)
+        accountant.reserve(plan, "DPM")
+
+        engine = self._make_engine(X, bounds)
+        report = self._start_report(plan, source)
+        mech = Mechanisms(source, report)
+        d = X.shape[1]
+        lo, hi = bounds[:, 0], bounds[:, 1]
+        width = hi - lo
+
+        eps_int, eps_cnt, eps_exp, eps_avg = eps * shares
+        eps_cnt_lvl = _level_shares(eps_cnt, depth + 1)
+        eps_exp_lvl = _level_shares(eps_exp, depth) if depth > 0 else np.zeros(0)
+
+        # Level-0 count (Alg. 1 l. 6). Its delta share is filled in once delta is known.
+        n_hat0 = int(mech.count([engine.count(engine.root())[0]], eps_cnt_lvl[0],
+                                target="record count, level 0 (root)")[0])
+        root_release = report.releases[-1]
+        if delta is None:
+            n_ref = max(n_hat0, 2)
+            delta = 1.0 / (n_ref * math.sqrt(n_ref))
+            eps_left, delta_left = accountant.remaining
+            delta = min(delta, delta_left * 0.999999) if math.isfinite(eps_left) else delta
+            if not delta > 0:
+                raise ValueError("the shared accountant has no delta left for DPM")
+            accountant.reserve(Budget(0.0, delta), "DPM (delta chosen from the noisy count)")
+            report.planned = Budget(eps, delta)
+            report.notes.append(
+                f"delta=None: delta = 1/(n_hat^1.5) = {delta:.3g} from the released root count"
+            )
+        delta_cnt_lvl = delta * dshares[0] / (depth + 1)
+        delta_avg = delta * dshares[1]
+        root_release.delta = delta_cnt_lvl
+        lambdas = np.array([count_offset(e, delta_cnt_lvl) for e in eps_cnt_lvl])
+        tau_e = (
+            float(self.min_cluster_size)
+            if self.min_cluster_size is not None
+            else max(n_hat0, 0) / 2.0**depth
+        )
+
+        beta = self._interval_size(engine, mech, eps_int, n_hat0, sigmas, width)
+        n_splits = int(np.ceil(np.max(width / beta) - 1e-9))
+        tree = self._grow(engine, mech, beta, n_splits, lo, hi, n_hat0, depth, tau_e,
+                          lambdas, eps_cnt_lvl, eps_exp_lvl, delta_cnt_lvl, t, q, alpha)
+        centres, sizes = self._leaf_averages(engine, mech, tree, eps_avg, delta_avg, depth)
+
+        self.cluster_centers_ = centres
+        self.cluster_sizes_ = sizes
+        self.n_clusters_ = int(centres.shape[0])
+        self.split_tree_ = tree
+        self.interval_size_ = beta
+        self.n_split_candidates_ = n_splits
+        self.min_cluster_size_ = tau_e
+        self.delta_ = delta
+        self.n_features_in_ = d
+        self.privacy_report_ = report
+        accountant.attach(report)
+        # Post-processing: the private model applied to the training data.
+        self.labels_ = nearest_centre(X, centres)
+        return self
+
+    # ------------------------------------------------------------------ Alg. 2
+    def _interval_size(self, engine, mech, eps_int, n_hat0, sigmas, width):
+        d = engine.n_features
+        gaps = engine.neighbour_gaps() / width  # (n-1, d), fractions of each public range
+        p_hat = mech.quantile(
+            gaps.ravel(), _GAP_PERCENTILE, 0.0, 1.0, eps_int,
+            sensitivity=(2.0 - _GAP_PERCENTILE) * d,
+            target="65th percentile of neighbour gaps (interval size)",
+            note="gaps of all features pooled, each over its public range; Alg. 2, NOTES 5",
+        )
+        c = gap_percentile_constant(_GAP_PERCENTILE)
+        n_ref = max(n_hat0, 2)
+        if sigmas is None:
+            sigma = p_hat * n_ref / c
+        else:  # Alg. 2 l. 9: the candidate whose predicted percentile is closest
+            sigma = float(sigmas[np.argmin(np.abs(sigmas * c / n_ref - p_hat))])
+        frac = float(np.clip(sigma / 2.0, 1.0 / _MAX_BINS, 0.5))
+        return frac * width
+
+    # ------------------------------------------------------------------ Alg. 1
+    def _grow(self, engine, mech, beta, n_splits, lo, hi, n_hat0, depth, tau_e, lambdas,
+              eps_cnt_lvl, eps_exp_lvl, delta_cnt_lvl, t, q, alpha) -> SplitTree:
+        tree = SplitTree()
+        tree.add(0, n_hat0, lo, hi)
+        active = [0]
+        grouping = engine.root()
+        centres_rel = (np.arange(n_splits) + 0.5)[None, :] * beta[:, None]  # (d, B) offsets
+        cand = lo[:, None] + centres_rel  # (d, B) candidate positions s_j
+        for level in range(depth + 1):
+            if not active:
+                break
+            if level == depth:
+                for node in active:
+                    tree.halt_reason[node] = "max_depth"
+                break
+            n_hat = np.array([tree.n_hat[i] for i in active], dtype=float)
+            box_lo = np.array([tree.box_lo[i] for i in active])
+            box_hi = np.array([tree.box_hi[i] for i in active])
+            valid = (cand[None] > box_lo[:, :, None]) & (cand[None] < box_hi[:, :, None])
+            denom = n_hat - lambdas[level]
+            can_split = (denom > 0) & valid.reshape(len(active), -1).any(axis=1)
+            for k, node in enumerate(active):
+                if not can_split[k]:
+                    tree.halt_reason[node] = (
+                        "n_hat - lambda <= 0" if denom[k] <= 0 else "no candidate in box"
+                    )
+            rows = np.flatnonzero(can_split)
+            if rows.size == 0:
+                break
+            hist = engine.axis_histogram(grouping, lo, beta / 2.0, 2 * n_splits)
+            scores = self._scores(hist[rows], n_hat[rows], t, q, alpha)
+            scores[~valid[rows]] = -np.inf
+            sens = (t / q + alpha) / denom[rows]
+            choice = mech.select(
+                scores.reshape(rows.size, -1), sens, eps_exp_lvl[level],
+                target=f"split choice, level {level}",
+                note="exponential mechanism, factor 2; sensitivity (t/q+alpha)/(n_hat-lambda)",
+            )
+            feat = choice // n_splits
+            thr = lo[feat] + (choice % n_splits + 0.5) * beta[feat]  # NOTES 6
+
+            # children of the splitting nodes: 2r (x <= s*) and 2r + 1
+            g = len(active)
+            feature = np.full(g, -1)
+            threshold = np.zeros(g)
+            left = np.full(g, -1)
+            right = np.full(g, -1)
+            feature[rows], threshold[rows] = feat, thr
+            left[rows] = 2 * np.arange(rows.size)
+            right[rows] = 2 * np.arange(rows.size) + 1
+            children = engine.regroup(grouping, feature, threshold, left, right, 2 * rows.size)
+            child_hat = mech.count(
+                engine.count(children), eps_cnt_lvl[level + 1],
+                target=f"record count, level {level + 1}", delta=delta_cnt_lvl,
+            )
+            keep = (child_hat[0::2] >= tau_e) & (child_hat[1::2] >= tau_e)
+            next_active = []
+            relabel = np.full(2 * rows.size, -1)
+            for r, k in enumerate(rows):
+                node = active[k]
+                if not keep[r]:
+                    tree.halt_reason[node] = "child below min_cluster_size"
+                    continue
+                f, s = int(feat[r]), float(thr[r])
+                lhi = tree.box_hi[node].copy()
+                lhi[f] = s
+                rlo = tree.box_lo[node].copy()
+                rlo[f] = s
+                li = tree.add(level + 1, child_hat[2 * r], tree.box_lo[node], lhi)
+                ri = tree.add(level + 1, child_hat[2 * r + 1], rlo, tree.box_hi[node])
+                tree.feature[node], tree.threshold[node] = f, s
+                tree.left[node], tree.right[node] = li, ri
+                relabel[2 * r], relabel[2 * r + 1] = len(next_active), len(next_active) + 1
+                next_active += [li, ri]
+            active = next_active
+            if active:
+                m = relabel.size
+                grouping = engine.regroup(children, np.full(m, -1), np.zeros(m), relabel,
+                                          relabel, len(active))
+        return tree
+
+    @staticmethod
+    def _scores(hist, n_hat, t, q, alpha):
+        """Def. 7 score ``c + alpha e`` of every candidate, from half-interval histograms.
+
+        ``hist`` is (g, d, 2B): candidate j's interval is half-bins 2j and 2j+1, and its rank
+        (records below s_j) is the cumulative count through half-bin 2j.
+        """
+        n = n_hat[:, None, None]
+        inside = hist[:, :, 0::2] + hist[:, :, 1::2]
+        rank = np.cumsum(hist, axis=2)[:, :, 0::2]
+        emptiness = 1.0 - inside / n  # Def. 5
+        u = n / 2.0 - np.abs(rank - n / 2.0)
+        outer = (rank <= n * q) | (rank >= n - n * q)
+        centreness = np.where(  # Def. 6
+            outer,
+            u * t / (n * q),
+            (t - 2 * q) / (1 - 2 * q) + u * (1 - t) / (n / 2.0 - n * q),
+        )
+        return centreness + alpha * emptiness
+
+    # ------------------------------------------------------------------ DP-AVG (Alg. 1 l. 10)
+    def _leaf_averages(self, engine, mech, tree, eps_avg, delta_avg, depth):
+        leaves = tree.leaves()
+        for k, node in enumerate(leaves):
+            tree.leaf_index[node] = k
+        # route every record to its leaf, one public test per depth
+        grouping = engine.root()
+        frontier = [0]
+        for _ in range(depth + 1):
+            if all(tree.is_leaf(i) for i in frontier):
+                break
+            g = len(frontier)
+            feature, threshold = np.full(g, -1), np.zeros(g)
+            left, right = np.full(g, -1), np.full(g, -1)
+            nxt: list[int] = []
+            for k, node in enumerate(frontier):
+                if tree.is_leaf(node):
+                    left[k] = len(nxt)
+                    nxt.append(node)
+                else:
+                    feature[k], threshold[k] = tree.feature[node], tree.threshold[node]
+                    left[k], right[k] = len(nxt), len(nxt) + 1
+                    nxt += [tree.left[node], tree.right[node]]
+            grouping = engine.regroup(grouping, feature, threshold, left, right, len(nxt))
+            frontier = nxt
+        order = np.array([tree.leaf_index[i] for i in frontier])
+        box_lo = np.array([tree.box_lo[i] for i in frontier])
+        box_hi = np.array([tree.box_hi[i] for i in frontier])
+        n_hat = np.array([tree.n_hat[i] for i in frontier], dtype=float)
+        mid = (box_lo + box_hi) / 2.0
+        half_diag = np.linalg.norm(box_hi - box_lo, axis=1) / 2.0
+        sums = engine.centred_sums(grouping, mid)
+        noisy = mech.gaussian(
+            sums, half_diag, eps_avg, delta_avg,
+            target="sum of (x - box centre) per leaf",
+            note="DP-AVG; L2 sensitivity = leaf box half-diagonal; leaves are disjoint",
+        )
+        centres = np.clip(mid + noisy / np.maximum(n_hat, 1.0)[:, None], box_lo, box_hi)
+        out = np.empty_like(centres)
+        out[order] = centres
+        sizes = np.empty(len(order), dtype=np.int64)
+        sizes[order] = n_hat.astype(np.int64)
+        return out, sizes

@@ -1,0 +1,71 @@
+"""The aggregate queries an algorithm may ask of the data.
+
+Algorithms never see records. They hold a public *grouping* of the records (a partition built
+only from released, public split decisions) and ask for exact aggregates per group; the privacy
+layer then adds noise. This keeps every sensitivity obvious and lets one algorithm run on NumPy in
+memory (:class:`~privclust.engine.local.LocalEngine`) or on another backend later.
+
+Grouping protocol: group ``i`` of a grouping is routed by :meth:`Engine.regroup` with
+``feature[i]``/``threshold[i]``: records with ``x[feature] <= threshold`` go to ``left[i]``, the
+others to ``right[i]``; ``feature[i] < 0`` sends the whole group to ``left[i]``; a target of -1
+drops the records from the new grouping.
+
+Engines return exact values and import nothing from ``privclust.privacy`` or algorithms.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+import numpy as np
+
+__all__ = ["Engine", "Grouping"]
+
+
+class Grouping(ABC):
+    """An engine-specific handle on a partition of (some of) the records into groups."""
+
+    n_groups: int
+
+
+class Engine(ABC):
+    """Data behind a small set of exact aggregate queries.
+
+    ``bounds`` (d, 2) are the public bounds; records are clipped to them when the engine is
+    built (clipping is what bounds every sensitivity).
+    """
+
+    bounds: np.ndarray
+
+    @property
+    def n_features(self) -> int:
+        return int(self.bounds.shape[0])
+
+    @abstractmethod
+    def root(self) -> Grouping:
+        """All records in one group."""
+
+    @abstractmethod
+    def regroup(self, grouping, feature, threshold, left, right, n_groups: int) -> Grouping:
+        """Route each group's records by one axis-aligned test (see the module docstring)."""
+
+    @abstractmethod
+    def count(self, grouping) -> np.ndarray:
+        """Exact number of records per group, shape (n_groups,), int64."""
+
+    @abstractmethod
+    def axis_histogram(self, grouping, lo, width, n_bins: int) -> np.ndarray:
+        """Per group and dimension, counts in ``n_bins`` equal bins starting at ``lo``.
+
+        ``lo``/``width`` are (d,) arrays; bin ``b`` of dimension ``j`` holds
+        ``lo[j] + b*width[j] <= x[j] < lo[j] + (b+1)*width[j]`` (the last bin also takes everything
+        above). Returns (n_groups, d, n_bins) int64.
+        """
+
+    @abstractmethod
+    def centred_sums(self, grouping, centres) -> np.ndarray:
+        """Per group, the sum of ``x - centres[group]``; (n_groups, d) float64."""
+
+    @abstractmethod
+    def neighbour_gaps(self) -> np.ndarray:
+        """Per dimension, the gaps between consecutive sorted values of all records: (n-1, d)."""

@@ -1,0 +1,146 @@
+"""In-memory NumPy engine: the default.
+
+Every query is one vectorised pass over the records (a ``bincount`` over integer keys), done in
+chunks so temporary memory stays bounded whatever n is.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .base import Engine, Grouping
+
+__all__ = ["LocalEngine", "LocalGrouping"]
+
+_CHUNK_ELEMENTS = 1 << 21  # about 2M (row, dimension) cells per chunk
+
+
+class LocalGrouping(Grouping):
+    """Group index per record (-1 = not in any group)."""
+
+    def __init__(self, group: np.ndarray, n_groups: int):
+        self.group = group
+        self.n_groups = int(n_groups)
+
+
+class LocalEngine(Engine):
+    """Records held as a NumPy array, clipped to the public bounds.
+
+    Parameters
+    ----------
+    X : (n, d) array of finite numbers (float32 is kept as float32 to save memory).
+    bounds : (d, 2) public bounds.
+    """
+
+    def __init__(self, X: np.ndarray, bounds: np.ndarray):
+        self.bounds = np.asarray(bounds, dtype=float)
+        dtype = X.dtype if X.dtype in (np.float32, np.float64) else np.float64
+        lo = self.bounds[:, 0].astype(dtype)
+        hi = self.bounds[:, 1].astype(dtype)
+        outside = (X < lo) | (X > hi)
+        # Local diagnostic for the data holder; never part of a release.
+        self.n_clipped_records = int(outside.any(axis=1).sum())
+        self.X = np.clip(X, lo, hi, dtype=dtype) if self.n_clipped_records else np.array(
+            X, dtype=dtype, copy=X.dtype != dtype
+        )
+        self._bins_cache: tuple | None = None
+
+    @property
+    def n_records(self) -> int:
+        """Exact n: for engine-internal use and tests, never released without noise."""
+        return int(self.X.shape[0])
+
+    def _chunks(self):
+        n, d = self.X.shape
+        step = max(1, _CHUNK_ELEMENTS // max(d, 1))
+        for start in range(0, n, step):
+            yield slice(start, min(n, start + step))
+
+    # groupings -------------------------------------------------------------------------
+    def root(self) -> LocalGrouping:
+        return LocalGrouping(np.zeros(self.X.shape[0], dtype=np.int32), 1)
+
+    def regroup(self, grouping, feature, threshold, left, right, n_groups) -> LocalGrouping:
+        feature = np.asarray(feature, dtype=np.int64)
+        threshold = np.asarray(threshold, dtype=float)
+        left = np.asarray(left, dtype=np.int32)
+        right = np.asarray(right, dtype=np.int32)
+        g = grouping.group
+        if (feature < 0).all():  # pure relabel: no record needs a test
+            table = np.append(left, np.int32(-1))  # index -1 (no group) maps to -1
+            return LocalGrouping(table[g], n_groups)
+        out = np.full(g.shape, -1, dtype=np.int32)
+        member = g >= 0
+        rows = np.flatnonzero(member)
+        gm = g[rows]
+        f = feature[gm]
+        split = f >= 0
+        goes_left = np.ones(rows.size, dtype=bool)
+        srows = rows[split]
+        goes_left[split] = self.X[srows, f[split]] <= threshold[gm[split]]
+        out[rows] = np.where(goes_left, left[gm], right[gm])
+        return LocalGrouping(out, n_groups)
+
+    # aggregates ------------------------------------------------------------------------
+    def count(self, grouping) -> np.ndarray:
+        g = grouping.group
+        return np.bincount(g[g >= 0], minlength=grouping.n_groups).astype(np.int64)
+
+    def _bins(self, lo, width, n_bins):
+        """Bin index of every (record, dimension), cached: DPM asks with the same bins per level."""
+        key = (lo.tobytes(), width.tobytes(), int(n_bins))
+        if self._bins_cache is not None and self._bins_cache[0] == key:
+            return self._bins_cache[1]
+        dtype = np.uint8 if n_bins <= 256 else (np.uint16 if n_bins <= 65536 else np.int32)
+        bins = np.empty(self.X.shape, dtype=dtype)
+        for sl in self._chunks():
+            b = np.floor((self.X[sl] - lo) / width)
+            np.clip(b, 0, n_bins - 1, out=b)
+            bins[sl] = b
+        self._bins_cache = (key, bins)
+        return bins
+
+    def axis_histogram(self, grouping, lo, width, n_bins) -> np.ndarray:
+        lo = np.asarray(lo, dtype=float)
+        width = np.asarray(width, dtype=float)
+        n_bins = int(n_bins)
+        n, d = self.X.shape
+        n_groups = grouping.n_groups
+        size = n_groups * d * n_bins
+        bins = self._bins(lo, width, n_bins)
+        key_dtype = np.int32 if size < 2**31 else np.int64
+        offsets = (np.arange(d, dtype=key_dtype) * n_bins)[None, :]
+        out = np.zeros(size, dtype=np.int64)
+        g = grouping.group
+        for sl in self._chunks():
+            gs = g[sl]
+            keep = gs >= 0
+            if not keep.any():
+                continue
+            keys = bins[sl][keep].astype(key_dtype)
+            keys += offsets
+            keys += (gs[keep].astype(key_dtype) * (d * n_bins))[:, None]
+            out += np.bincount(keys.ravel(), minlength=size)
+        return out.reshape(n_groups, d, n_bins)
+
+    def centred_sums(self, grouping, centres) -> np.ndarray:
+        centres = np.asarray(centres, dtype=float)
+        n_groups = grouping.n_groups
+        d = self.X.shape[1]
+        out = np.zeros((n_groups, d))
+        g = grouping.group
+        for sl in self._chunks():
+            gs = g[sl]
+            keep = gs >= 0
+            if not keep.any():
+                continue
+            gk = gs[keep]
+            diff = self.X[sl][keep].astype(float) - centres[gk]
+            # one bincount per dimension: a fixed summation order per group
+            for j in range(d):
+                out[:, j] += np.bincount(gk, weights=diff[:, j], minlength=n_groups)
+        return out
+
+    def neighbour_gaps(self) -> np.ndarray:
+        s = np.sort(self.X, axis=0)
+        return np.diff(s, axis=0)

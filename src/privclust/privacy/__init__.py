@@ -1,0 +1,49 @@
+"""privclust.privacy: budgets, the ledger and every noise mechanism (the only place noise is drawn).
+
+This package imports nothing from privclust's engines or algorithms: noise knows no data source.
+"""
+
+from .budget import (
+    Accountant,
+    Budget,
+    BudgetExceededError,
+    PrivacyLeakWarning,
+    PrivacyReport,
+    Release,
+    zcdp_to_approx_dp,
+)
+from .mechanisms import (
+    Mechanisms,
+    classic_gaussian_sigma,
+    count_offset,
+    exponential_mechanism,
+    exponential_mechanism_probabilities,
+    gaussian_sigma,
+    laplace_noise,
+    private_quantile,
+    two_sided_geometric,
+    zcdp_gaussian_sigma,
+)
+from .rng import RandomSource, resolve_random_state
+
+__all__ = [
+    "Accountant",
+    "Budget",
+    "BudgetExceededError",
+    "Mechanisms",
+    "PrivacyLeakWarning",
+    "PrivacyReport",
+    "RandomSource",
+    "Release",
+    "classic_gaussian_sigma",
+    "count_offset",
+    "exponential_mechanism",
+    "exponential_mechanism_probabilities",
+    "gaussian_sigma",
+    "laplace_noise",
+    "private_quantile",
+    "resolve_random_state",
+    "two_sided_geometric",
+    "zcdp_gaussian_sigma",
+    "zcdp_to_approx_dp",
+]

@@ -1,0 +1,270 @@
+"""Budgets, the ledger of releases, and composition.
+
+Privacy unit everywhere in privclust: **add or remove one record** (unbounded neighbours).
+
+A fit works in three steps:
+
+1. it *plans* its spends from its parameters alone and asks the :class:`Accountant` to
+   :meth:`~Accountant.check` the plan; :class:`BudgetExceededError` is raised before any data is
+   read if the plan does not fit the remaining budget;
+2. it :meth:`~Accountant.reserve`\\ s the plan and makes its releases; every release is written to
+   the fit's :class:`PrivacyReport` (mechanism, what was released, sensitivity, cost, noise scale);
+3. the report composes its entries and proves the total equals (or stays below) the plan.
+
+Composition rules used by :meth:`PrivacyReport.total`:
+
+* an entry is a *batch* of releases on **disjoint** subsets (e.g. one noisy count per node of a
+  recursion level): parallel composition, the batch costs one release's (epsilon, delta);
+* entries compose sequentially (basic composition: epsilons and deltas add);
+* zCDP entries (``rho``) add up in rho and are converted to (epsilon, delta) at the end with the
+  report's ``zcdp_delta`` (Canonne, Kamath, Steinke 2020, Prop. 12; the same conversion
+  dp-accounting's RDP accountant applies).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+from scipy.optimize import minimize_scalar
+
+__all__ = [
+    "Accountant",
+    "Budget",
+    "BudgetExceededError",
+    "PrivacyLeakWarning",
+    "PrivacyReport",
+    "Release",
+    "zcdp_to_approx_dp",
+]
+
+# Relative slack when comparing floating-point budget sums.
+_TOL = 1e-9
+
+
+class BudgetExceededError(RuntimeError):
+    """A fit's planned spend exceeds the remaining budget (raised before data is read)."""
+
+
+class PrivacyLeakWarning(UserWarning):
+    """Something data-dependent is being used without privacy (only after an explicit opt-in)."""
+
+
+@dataclass(frozen=True)
+class Budget:
+    """An (epsilon, delta) pair (a cost or a cap). Estimators require epsilon > 0 themselves."""
+
+    epsilon: float
+    delta: float = 0.0
+
+    def __post_init__(self):
+        eps, delta = self.epsilon, self.delta
+        if not isinstance(eps, (int, float, np.floating, np.integer)) or isinstance(eps, bool):
+            raise TypeError(f"epsilon must be a number, got {type(eps).__name__}")
+        if math.isnan(eps) or not (eps >= 0):
+            raise ValueError(f"epsilon must be >= 0, got {eps}")
+        if not (0 <= delta < 1) or math.isnan(delta):
+            raise ValueError(f"delta must be in [0, 1), got {delta}")
+        object.__setattr__(self, "epsilon", float(eps))
+        object.__setattr__(self, "delta", float(delta))
+
+    def __add__(self, other: Budget) -> Budget:
+        return Budget(self.epsilon + other.epsilon, min(self.delta + other.delta, 1 - 1e-300))
+
+    def fits_in(self, other: Budget) -> bool:
+        return (
+            self.epsilon <= other.epsilon * (1 + _TOL)
+            and self.delta <= other.delta * (1 + _TOL) + 1e-300
+        )
+
+
+@dataclass
+class Release:
+    """One ledger entry: a batch of ``n_released`` noisy values on disjoint subsets.
+
+    ``epsilon``/``delta`` (or ``rho`` for zCDP) is the cost of the whole batch. ``scale`` is the
+    noise scale actually drawn (the largest one when rows differ), ``sensitivity`` the bound the
+    scale was calibrated to. ``private=False`` marks a step a paper publishes without noise (it
+    makes the whole fit non-private; the report says so).
+    """
+
+    mechanism: str
+    target: str
+    epsilon: float = 0.0
+    delta: float = 0.0
+    rho: float = 0.0
+    sensitivity: float | None = None
+    scale: float | None = None
+    n_released: int = 1
+    private: bool = True
+    note: str = ""
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _rdp_to_dp_epsilon(rho: float, delta: float) -> float:
+    """epsilon of a rho-zCDP mechanism at delta, optimising over Renyi orders alpha > 1."""
+
+    def eps_at(alpha: float) -> float:
+        # CKS 2020, Prop. 12: eps = rdp(alpha) + (log(1/delta) + (alpha-1) log(1-1/alpha)
+        #                              - log(alpha)) / (alpha - 1)
+        return (
+            alpha * rho
+            + (math.log(1 / delta) + (alpha - 1) * math.log1p(-1 / alpha) - math.log(alpha))
+            / (alpha - 1)
+        )
+
+    # The optimum sits near 1 + sqrt(log(1/delta) / rho); search a bracket around it in log space.
+    guess = 1 + math.sqrt(math.log(1 / delta) / max(rho, 1e-300))
+    res = minimize_scalar(
+        lambda t: eps_at(1 + math.exp(t)),
+        bounds=(math.log(1e-6), math.log(max(guess * 100, 10.0))),
+        method="bounded",
+        options={"xatol": 1e-10},
+    )
+    simple = rho + 2 * math.sqrt(rho * math.log(1 / delta))  # Bun & Steinke 2016, Prop. 1.3
+    return float(min(res.fun, simple))
+
+
+def zcdp_to_approx_dp(rho: float, delta: float) -> float:
+    """The epsilon such that rho-zCDP implies (epsilon, delta)-DP (tight RDP conversion)."""
+    if rho < 0:
+        raise ValueError(f"rho must be >= 0, got {rho}")
+    if not 0 < delta < 1:
+        raise ValueError(f"delta must be in (0, 1) to convert zCDP, got {delta}")
+    if rho == 0:
+        return 0.0
+    return _rdp_to_dp_epsilon(rho, delta)
+
+
+@dataclass
+class PrivacyReport:
+    """The ledger of one fit: every release, the plan and how the total composes."""
+
+    estimator: str
+    planned: Budget
+    random_source: str = ""
+    zcdp_delta: float = 0.0
+    releases: list[Release] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def add(self, release: Release) -> Release:
+        self.releases.append(release)
+        return release
+
+    @property
+    def private(self) -> bool:
+        """False when any step was published without noise (a faithful, non-private variant)."""
+        return all(r.private for r in self.releases)
+
+    def total(self) -> Budget:
+        """Sequential composition of the entries (each entry is parallel over disjoint subsets)."""
+        eps = sum(r.epsilon for r in self.releases)
+        delta = sum(r.delta for r in self.releases)
+        rho = sum(r.rho for r in self.releases)
+        if rho > 0:
+            if self.zcdp_delta <= 0:
+                raise ValueError("zCDP releases need the report's zcdp_delta to convert")
+            eps += zcdp_to_approx_dp(rho, self.zcdp_delta)
+            delta += self.zcdp_delta
+        return Budget(eps, delta)
+
+    def within_plan(self) -> bool:
+        return self.total().fits_in(self.planned)
+
+    def by_mechanism(self) -> dict[str, Budget]:
+        out: dict[str, list[float]] = {}
+        for r in self.releases:
+            acc = out.setdefault(r.mechanism, [0.0, 0.0])
+            acc[0] += r.epsilon
+            acc[1] += r.delta
+        return {k: Budget(v[0], v[1]) for k, v in out.items()}
+
+    def to_dict(self) -> dict:
+        total = self.total()
+        return {
+            "estimator": self.estimator,
+            "privacy_unit": "add/remove one record",
+            "planned": {"epsilon": self.planned.epsilon, "delta": self.planned.delta},
+            "spent": {"epsilon": total.epsilon, "delta": total.delta},
+            "private": self.private,
+            "random_source": self.random_source,
+            "zcdp_delta": self.zcdp_delta,
+            "notes": list(self.notes),
+            "releases": [r.to_dict() for r in self.releases],
+        }
+
+    def __str__(self) -> str:
+        total = self.total()
+        lines = [
+            f"Privacy report for {self.estimator} (unit: add/remove one record)",
+            f"  planned  epsilon={self.planned.epsilon:.6g} delta={self.planned.delta:.3g}",
+            f"  spent    epsilon={total.epsilon:.6g} delta={total.delta:.3g}"
+            + ("" if self.private else "   ** NOT PRIVATE: see releases marked private=False **"),
+            f"  randomness: {self.random_source}",
+            f"  {'mechanism':<22}{'released':<44}{'epsilon':>10}{'delta':>11}{'n':>7}",
+        ]
+        for r in self.releases:
+            flag = "" if r.private else "  [NOT PRIVATE]"
+            lines.append(
+                f"  {r.mechanism:<22}{r.target[:43]:<44}{r.epsilon:>10.4g}{r.delta:>11.3g}"
+                f"{r.n_released:>7}{flag}"
+            )
+        lines += [f"  note: {n}" for n in self.notes]
+        return "\n".join(lines)
+
+
+class Accountant:
+    """A privacy budget shared by one or more fits.
+
+    ``Accountant(Budget(2.0, 1e-6))`` lets several fits draw from one total; an estimator given
+    ``accountant=acc`` checks its whole plan against ``acc.remaining`` before it reads data and
+    raises :class:`BudgetExceededError` if it does not fit. ``Accountant()`` is unlimited (a
+    private accountant is created for every fit that is not given one).
+    """
+
+    def __init__(self, budget: Budget | None = None):
+        if budget is not None and not isinstance(budget, Budget):
+            raise TypeError("Accountant(budget) takes a privclust.Budget or None (unlimited)")
+        self.budget = budget
+        self.reservations: list[tuple[str, Budget]] = []
+        self.reports: list[PrivacyReport] = []
+
+    @property
+    def spent(self) -> Budget | None:
+        if not self.reservations:
+            return None
+        total = self.reservations[0][1]
+        for _, b in self.reservations[1:]:
+            total = total + b
+        return total
+
+    @property
+    def remaining(self) -> tuple[float, float]:
+        if self.budget is None:
+            return (math.inf, 1.0)
+        spent = self.spent
+        if spent is None:
+            return (self.budget.epsilon, self.budget.delta)
+        return (self.budget.epsilon - spent.epsilon, self.budget.delta - spent.delta)
+
+    def check(self, plan: Budget, label: str = "fit") -> None:
+        """Raise :class:`BudgetExceededError` if ``plan`` does not fit what remains."""
+        eps_left, delta_left = self.remaining
+        if plan.epsilon > eps_left * (1 + _TOL) + 1e-12 or plan.delta > delta_left * (
+            1 + _TOL
+        ) + 1e-300:
+            raise BudgetExceededError(
+                f"{label} plans epsilon={plan.epsilon:.6g}, delta={plan.delta:.3g} but the "
+                f"accountant has epsilon={eps_left:.6g}, delta={delta_left:.3g} left; lower the "
+                "fit's epsilon/delta or use a fresh Accountant. No data was read."
+            )
+
+    def reserve(self, plan: Budget, label: str = "fit") -> None:
+        self.check(plan, label)
+        self.reservations.append((label, plan))
+
+    def attach(self, report: PrivacyReport) -> None:
+        self.reports.append(report)

@@ -1,0 +1,64 @@
+import numpy as np
+import pytest
+
+from privclust.engine import LocalEngine
+
+
+@pytest.fixture
+def engine():
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-1.5, 1.5, size=(5000, 3))  # some records outside the bounds
+    return LocalEngine(X, np.array([[-1.0, 1.0]] * 3)), np.clip(X, -1, 1)
+
+
+def test_clipping_is_counted_and_applied(engine):
+    eng, Xc = engine
+    assert eng.n_clipped_records > 0
+    np.testing.assert_array_equal(eng.X, Xc)
+
+
+def test_regroup_count_and_histogram_match_brute_force(engine):
+    eng, X = engine
+    root = eng.root()
+    assert eng.count(root).tolist() == [len(X)]
+    kids = eng.regroup(root, [1], [0.25], [0], [1], 2)
+    left = X[:, 1] <= 0.25
+    assert eng.count(kids).tolist() == [left.sum(), (~left).sum()]
+    # split only the right child, drop the left one
+    grand = eng.regroup(kids, [-1, 0], [0.0, -0.5], [-1, 0], [-1, 1], 2)
+    sel_r = ~left
+    expect = [(sel_r & (X[:, 0] <= -0.5)).sum(), (sel_r & (X[:, 0] > -0.5)).sum()]
+    assert eng.count(grand).tolist() == expect
+    lo, width, n_bins = np.full(3, -1.0), np.full(3, 0.3), 7
+    hist = eng.axis_histogram(kids, lo, width, n_bins)
+    assert hist.shape == (2, 3, n_bins)
+    for g, mask in enumerate([left, ~left]):
+        for j in range(3):
+            b = np.clip(np.floor((X[mask, j] + 1.0) / 0.3), 0, n_bins - 1).astype(int)
+            np.testing.assert_array_equal(hist[g, j], np.bincount(b, minlength=n_bins))
+
+
+def test_relabel_and_centred_sums(engine):
+    eng, X = engine
+    kids = eng.regroup(eng.root(), [2], [0.0], [0], [1], 2)
+    swapped = eng.regroup(kids, [-1, -1], [0, 0], [1, 0], [1, 0], 2)
+    assert eng.count(swapped).tolist() == eng.count(kids)[::-1].tolist()
+    centres = np.array([[0.1, 0.2, -0.5], [0.0, 0.0, 0.5]])
+    sums = eng.centred_sums(kids, centres)
+    mask = X[:, 2] <= 0.0
+    np.testing.assert_allclose(sums[0], (X[mask] - centres[0]).sum(axis=0), rtol=1e-10)
+    np.testing.assert_allclose(sums[1], (X[~mask] - centres[1]).sum(axis=0), rtol=1e-10)
+
+
+def test_neighbour_gaps(engine):
+    eng, X = engine
+    gaps = eng.neighbour_gaps()
+    np.testing.assert_allclose(gaps, np.diff(np.sort(X, axis=0), axis=0))
+    assert (gaps >= 0).all()
+
+
+def test_float32_input_stays_float32():
+    X = np.random.default_rng(1).uniform(0, 1, size=(100, 2)).astype(np.float32)
+    eng = LocalEngine(X, np.array([[0.0, 1.0]] * 2))
+    assert eng.X.dtype == np.float32
+    assert eng.n_clipped_records == 0
