@@ -52,8 +52,9 @@ def test_relabel_and_centred_sums(engine):
 
 def test_neighbour_gaps(engine):
     eng, X = engine
-    gaps = eng.neighbour_gaps()
+    gaps = eng.neighbour_gaps(dtype=np.float64)
     np.testing.assert_allclose(gaps, np.diff(np.sort(X, axis=0), axis=0))
+    assert eng.neighbour_gaps().dtype == np.float32
     assert (gaps >= 0).all()
 
 
@@ -62,3 +63,29 @@ def test_float32_input_stays_float32():
     eng = LocalEngine(X, np.array([[0.0, 1.0]] * 2))
     assert eng.X.dtype == np.float32
     assert eng.n_clipped_records == 0
+
+
+def test_cell_counts_match_brute_force_and_handle_huge_grids():
+    rng = np.random.default_rng(3)
+    X = rng.uniform(0, 10, size=(3000, 3))
+    eng = LocalEngine(X, np.array([[0.0, 10.0]] * 3))
+    width = np.array([1.0, 2.5, 0.7])
+    cells, counts = eng.cell_counts(np.zeros(3), width)
+    expect, expect_counts = np.unique(np.floor(X / width).astype(int), axis=0,
+                                      return_counts=True)
+    np.testing.assert_array_equal(cells, expect)
+    np.testing.assert_array_equal(counts, expect_counts)
+    # a grid of (10 / 1e-5)^3 = 10^18 cells: only occupied cells are materialised
+    cells, counts = eng.cell_counts(np.zeros(3), np.full(3, 1e-5))
+    assert counts.sum() == 3000 and cells.shape == (counts.size, 3)
+
+
+def test_nearest_centre_stats(engine):
+    eng, X = engine
+    centres = np.array([[0.5, 0.5, 0.5], [-0.5, -0.5, -0.5], [0.5, -0.5, 0.0]])
+    counts, sums, mom = eng.nearest_centre_stats(centres, second_moments=True)
+    lab = np.argmin(((X[:, None, :] - centres) ** 2).sum(-1), axis=1)
+    np.testing.assert_array_equal(counts, np.bincount(lab, minlength=3))
+    for c in range(3):
+        np.testing.assert_allclose(sums[c], X[lab == c].sum(axis=0), rtol=1e-10)
+        np.testing.assert_allclose(mom[c], X[lab == c].T @ X[lab == c], rtol=1e-10)

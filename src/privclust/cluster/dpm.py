@@ -281,7 +281,8 @@ class DPM(PrivateClusterMixin):
     # ------------------------------------------------------------------ Alg. 2
     def _interval_size(self, engine, mech, eps_int, n_hat0, sigmas, width):
         d = engine.n_features
-        gaps = engine.neighbour_gaps() / width  # (n-1, d), fractions of each public range
+        gaps = engine.neighbour_gaps()  # (n-1, d) float32
+        gaps /= width.astype(gaps.dtype)  # fractions of each public range
         p_hat = mech.quantile(
             gaps.ravel(), _GAP_PERCENTILE, 0.0, 1.0, eps_int,
             sensitivity=(2.0 - _GAP_PERCENTILE) * d,

@@ -67,5 +67,20 @@ class Engine(ABC):
         """Per group, the sum of ``x - centres[group]``; (n_groups, d) float64."""
 
     @abstractmethod
-    def neighbour_gaps(self) -> np.ndarray:
+    def neighbour_gaps(self, dtype=np.float32) -> np.ndarray:
         """Per dimension, the gaps between consecutive sorted values of all records: (n-1, d)."""
+
+    @abstractmethod
+    def cell_counts(self, origin, cell_width) -> tuple[np.ndarray, np.ndarray]:
+        """Group-by on grid cells: the non-empty cells and their exact counts.
+
+        Cell of a record: ``floor((x - origin) / cell_width)`` per dimension (``origin``,
+        ``cell_width``: (d,) arrays). Returns ``(cells, counts)``: ``cells`` (m, d) int64 indices
+        of the m non-empty cells (sorted lexicographically), ``counts`` (m,) int64. Nothing is
+        allocated per cell of the grid, so grids of 10^12 cells work.
+        """
+
+    @abstractmethod
+    def nearest_centre_stats(self, centres, second_moments: bool = False):
+        """Per nearest centre (Euclidean; ties to the lower index): exact ``counts`` (k,),
+        ``sums`` (k, d) and, with ``second_moments``, ``sum x x^T`` (k, d, d)."""

@@ -213,19 +213,78 @@ def private_quantile(
         raise ValueError(f"private_quantile needs lo < hi, got [{lo}, {hi}]")
     if not 0 <= quantile <= 1:
         raise ValueError(f"quantile must be in [0, 1], got {quantile}")
-    z = np.sort(np.clip(np.asarray(values, dtype=float).ravel(), lo, hi))
+    values = np.asarray(values).ravel()
+    if values.dtype != np.float32:  # float32 sorts several times faster; weights stay float64
+        values = values.astype(float)
+    z = np.sort(np.clip(values, lo, hi))
+    rate = eps / (2.0 * float(sensitivity))
+    return _sample_quantile_interval(rng, z, float(lo), float(hi), quantile * z.size, rate)
+
+
+_QUANTILE_BLOCK = 1 << 18
+
+
+def _quantile_block_weights(z, lo, hi, start, stop, target, rate, geo, log_space=False):
+    """Weights of intervals ``start..stop-1`` between the edges ``[lo, z_0, ..., z_{m-1}, hi]``:
+    ``width_j * exp(-rate |j - target|)`` (or their logs). ``geo[i] = exp(-rate i)`` lets a block
+    on one side of the target reuse one precomputed decay instead of an ``exp`` per interval."""
     m = z.size
-    edges = np.concatenate(([lo], z, [hi]))
+    parts = [np.array([lo])] if start == 0 else []
+    parts.append(z[max(start, 1) - 1 : min(stop, m)].astype(float))
+    if stop == m + 1:
+        parts.append(np.array([hi]))
+    edges = np.concatenate(parts)
     widths = np.diff(edges)
-    k = np.arange(m + 1, dtype=float)
-    with np.errstate(divide="ignore"):
-        logw = np.log(widths) - eps * np.abs(k - quantile * m) / (2.0 * float(sensitivity))
-    # Inverse-CDF draw of the interval: one uniform instead of m Gumbels; exact in distribution.
-    w = np.exp(logw - logw.max())
+    if log_space:
+        dist = np.abs(np.arange(start, stop, dtype=float) - target)
+        with np.errstate(divide="ignore"):
+            return edges, np.log(widths) - rate * dist
+    length = stop - start
+    nearest = max(start - target, target - (stop - 1), 0.0)
+    if -rate * nearest < -690.0:
+        # Below 1e-300 of the peak factor: these weights vanish next to the blocks around the
+        # target in float64 (and would only produce slow subnormal arithmetic).
+        return edges, np.zeros(length)
+    if start >= target:
+        factor = math.exp(-rate * (start - target)) * geo[:length]
+    elif stop - 1 <= target:
+        factor = math.exp(-rate * (target - (stop - 1))) * geo[:length][::-1]
+    else:
+        factor = np.exp(-rate * np.abs(np.arange(start, stop, dtype=float) - target))
+    return edges, widths * factor
+
+
+def _sample_quantile_interval(rng, z, lo, hi, target, rate) -> float:
+    """Draw from the quantile mechanism's density in two stages (a block of intervals by its
+    total weight, then an interval inside it, then a point inside that), each by inverse CDF.
+    Exact in distribution; works block by block so no m-long float64 temporaries are made."""
+    n_int = z.size + 1
+    geo = np.exp(-rate * np.arange(min(_QUANTILE_BLOCK, n_int), dtype=float))
+    starts = np.arange(0, n_int, _QUANTILE_BLOCK)
+    stops = np.minimum(starts + _QUANTILE_BLOCK, n_int)
+    totals = np.array([
+        _quantile_block_weights(z, lo, hi, a, b, target, rate, geo)[1].sum()
+        for a, b in zip(starts, stops, strict=True)
+    ])
+    log_space = not totals.max() > 1e-250  # all weights near underflow: work with logs
+    if log_space:
+        logs = [_quantile_block_weights(z, lo, hi, a, b, target, rate, geo, True)[1]
+                for a, b in zip(starts, stops, strict=True)]
+        peak = max(lg.max() for lg in logs)
+        totals = np.array([np.exp(lg - peak).sum() for lg in logs])
+    cdf = np.cumsum(totals)
+    u = _draw_uniform(rng, 0.0, cdf[-1])
+    block = min(int(np.searchsorted(cdf, u, side="right")), totals.size - 1)
+    while totals[block] <= 0:
+        block -= 1
+    a, b = int(starts[block]), int(stops[block])
+    edges, w = _quantile_block_weights(z, lo, hi, a, b, target, rate, geo, log_space)
+    if log_space:
+        w = np.exp(w - peak)
     cdf = np.cumsum(w)
     u = _draw_uniform(rng, 0.0, cdf[-1])
-    j = min(int(np.searchsorted(cdf, u, side="right")), m)
-    while widths[j] <= 0:  # u landed on a zero-weight boundary: step to the next positive one
+    j = min(int(np.searchsorted(cdf, u, side="right")), w.size - 1)
+    while w[j] <= 0:  # u landed on a zero-weight boundary: step back to a positive one
         j -= 1
     return float(_draw_uniform(rng, edges[j], edges[j + 1]))
 
