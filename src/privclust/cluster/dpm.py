@@ -32,6 +32,7 @@ PAPER_BUDGET_SPLIT = (0.04, 0.18, 0.18, 0.6)  # Sec. 6.1
 DEFAULT_BUDGET_SPLIT = (0.04, 0.18, 0.36, 0.42)
 _GAP_PERCENTILE = 0.65  # Alg. 2 uses the 65th percentile of neighbour gaps
 _MAX_BINS = 512  # at most this many split candidates per dimension
+_GAP_FLOOR = 1e-12  # gaps (fractions of a range) are ranked in [1e-12, 1] on a log scale
 
 
 @lru_cache(maxsize=16)
@@ -51,6 +52,18 @@ def gap_percentile_constant(p: float = _GAP_PERCENTILE) -> float:
         return val - p
 
     return float(optimize.brentq(mass_below, 1e-6, 1e4, xtol=1e-12))
+
+
+def _fraction_from_percentile(p_hat: float, n_hat: float, sigmas) -> float:
+    """Alg. 2 l. 9-10 in closed form: sigma from the gap percentile, beta = sigma / 2 (as a
+    fraction of the range), kept within [1/_MAX_BINS, 1/2]."""
+    c = gap_percentile_constant(_GAP_PERCENTILE)
+    n_ref = max(float(n_hat), 2.0)
+    if sigmas is None:
+        sigma = p_hat * n_ref / c
+    else:  # the candidate whose predicted percentile is closest
+        sigma = float(sigmas[np.argmin(np.abs(sigmas * c / n_ref - p_hat))])
+    return float(np.clip(sigma / 2.0, 1.0 / _MAX_BINS, 0.5))
 
 
 def _level_shares(total: float, n_levels: int) -> np.ndarray:
@@ -101,7 +114,9 @@ class DPM(PrivateClusterMixin):
       one) in each dimension, so the number of pooled gaps below any value moves by 0..2 per
       dimension while the target rank ``0.65 m`` moves by ``0.65 d``: sensitivity
       ``(2 - 0.65) d``. The codebook is closed-form (:func:`gap_percentile_constant`), so
-      ``sigma = p_hat n_hat / c`` as a *fraction of each range* and ``beta = sigma / 2``;
+      ``sigma = p_hat n_hat / c`` as a *fraction of each range* and ``beta = sigma / 2``. The
+      quantile ranks the raw gaps but weighs outputs on a log scale (gaps span orders of
+      magnitude; see :func:`~privclust.privacy.private_quantile`);
       ``sigmas`` (fractions of the range) restricts sigma to candidates as in Alg. 2 l. 9.
     * ``delta=None`` uses the papers' ``1 / (n_hat sqrt(n_hat))`` from the released root count
       (post-processing); the report records the value. Pass ``delta`` for a fixed guarantee.
@@ -115,6 +130,10 @@ class DPM(PrivateClusterMixin):
     t, q : centre-ness parameters (``t >= 2q > 0``, ``q < 1/2``).
     alpha : emptiness weight.
     sigmas : None (continuous) or candidate sigmas as fractions of each feature's range.
+    adaptive_intervals : re-estimate the interval size privately for every node, relative to
+        the node's box (001, Sec. 5 / Conclusion). ``eps_int`` is then spread over levels
+        ``0..max_depth-1`` with the per-level weights of Sec. 3.3 (each level one parallel batch
+        over its disjoint nodes). Off by default: see benchmarks/dpm.py for the measurement.
     budget_split : ``(eps_int, eps_cnt, eps_exp, eps_avg)`` shares of epsilon. Default
         ``(0.04, 0.18, 0.36, 0.42)``; the paper's ``(0.04, 0.18, 0.18, 0.6)`` is
         ``DPM.PAPER_BUDGET_SPLIT`` (it loses a cluster in about a third of Synth-10d runs once
@@ -146,6 +165,7 @@ class DPM(PrivateClusterMixin):
         q=1 / 12,
         alpha=5.0,
         sigmas=None,
+        adaptive_intervals=False,
         budget_split=DEFAULT_BUDGET_SPLIT,
         delta_split=(0.2, 0.8),
         random_state=None,
@@ -160,6 +180,7 @@ class DPM(PrivateClusterMixin):
         self.q = q
         self.alpha = alpha
         self.sigmas = sigmas
+        self.adaptive_intervals = adaptive_intervals
         self.budget_split = budget_split
         self.delta_split = delta_split
         self.random_state = random_state
@@ -257,10 +278,13 @@ class DPM(PrivateClusterMixin):
             else max(n_hat0, 0) / 2.0**depth
         )
 
-        beta = self._interval_size(engine, mech, eps_int, n_hat0, sigmas, width)
+        adaptive = bool(self.adaptive_intervals) and depth > 1
+        eps_int_lvl = _level_shares(eps_int, depth) if adaptive else np.array([eps_int])
+        beta = self._interval_size(engine, mech, eps_int_lvl[0], n_hat0, sigmas, width)
         n_splits = int(np.ceil(np.max(width / beta) - 1e-9))
         tree = self._grow(engine, mech, beta, n_splits, lo, hi, n_hat0, depth, tau_e,
-                          lambdas, eps_cnt_lvl, eps_exp_lvl, delta_cnt_lvl, t, q, alpha)
+                          lambdas, eps_cnt_lvl, eps_exp_lvl, delta_cnt_lvl, t, q, alpha,
+                          eps_int_lvl if adaptive else None, sigmas)
         centres, sizes = self._leaf_averages(engine, mech, tree, eps_avg, delta_avg, depth)
 
         self.cluster_centers_ = centres
@@ -284,29 +308,41 @@ class DPM(PrivateClusterMixin):
         gaps = engine.neighbour_gaps()  # (n-1, d) float32
         gaps /= width.astype(gaps.dtype)  # fractions of each public range
         p_hat = mech.quantile(
-            gaps.ravel(), _GAP_PERCENTILE, 0.0, 1.0, eps_int,
+            gaps.ravel(), _GAP_PERCENTILE, _GAP_FLOOR, 1.0, eps_int,
             sensitivity=(2.0 - _GAP_PERCENTILE) * d,
             target="65th percentile of neighbour gaps (interval size)",
             note="gaps of all features pooled, each over its public range; Alg. 2, NOTES 5",
+            log_scale=True,
         )
-        c = gap_percentile_constant(_GAP_PERCENTILE)
-        n_ref = max(n_hat0, 2)
-        if sigmas is None:
-            sigma = p_hat * n_ref / c
-        else:  # Alg. 2 l. 9: the candidate whose predicted percentile is closest
-            sigma = float(sigmas[np.argmin(np.abs(sigmas * c / n_ref - p_hat))])
-        frac = float(np.clip(sigma / 2.0, 1.0 / _MAX_BINS, 0.5))
-        return frac * width
+        return _fraction_from_percentile(p_hat, n_hat0, sigmas) * width
+
+    def _node_interval_sizes(self, engine, mech, grouping, rows, n_hat, box_w, eps, sigmas):
+        """Adaptive variant: a private interval size per node, relative to its box (001)."""
+        d = engine.n_features
+        gaps, gid = engine.group_neighbour_gaps(grouping)
+        starts = np.searchsorted(gid, rows, side="left")
+        stops = np.searchsorted(gid, rows, side="right")
+        per_node = [gaps[a:b] / box_w[r] for a, b, r in zip(starts, stops, rows, strict=True)]
+        p_hat = mech.quantiles(
+            [v.ravel() for v in per_node], _GAP_PERCENTILE, _GAP_FLOOR, 1.0, eps,
+            sensitivity=(2.0 - _GAP_PERCENTILE) * d,
+            target="65th percentile of neighbour gaps per node (adaptive interval size)",
+            note="one quantile per node; nodes are disjoint; 001 Conclusion",
+            log_scale=True,
+        )
+        frac = np.array([
+            _fraction_from_percentile(p, n, sigmas) for p, n in zip(p_hat, n_hat, strict=True)
+        ])
+        return frac[:, None] * box_w[rows]
 
     # ------------------------------------------------------------------ Alg. 1
     def _grow(self, engine, mech, beta, n_splits, lo, hi, n_hat0, depth, tau_e, lambdas,
-              eps_cnt_lvl, eps_exp_lvl, delta_cnt_lvl, t, q, alpha) -> SplitTree:
+              eps_cnt_lvl, eps_exp_lvl, delta_cnt_lvl, t, q, alpha, eps_int_lvl=None,
+              sigmas=None) -> SplitTree:
         tree = SplitTree()
         tree.add(0, n_hat0, lo, hi)
         active = [0]
         grouping = engine.root()
-        centres_rel = (np.arange(n_splits) + 0.5)[None, :] * beta[:, None]  # (d, B) offsets
-        cand = lo[:, None] + centres_rel  # (d, B) candidate positions s_j
         for level in range(depth + 1):
             if not active:
                 break
@@ -317,8 +353,23 @@ class DPM(PrivateClusterMixin):
             n_hat = np.array([tree.n_hat[i] for i in active], dtype=float)
             box_lo = np.array([tree.box_lo[i] for i in active])
             box_hi = np.array([tree.box_hi[i] for i in active])
-            valid = (cand[None] > box_lo[:, :, None]) & (cand[None] < box_hi[:, :, None])
             denom = n_hat - lambdas[level]
+            adaptive = eps_int_lvl is not None and level > 0
+            if adaptive:  # per-node beta on the node's own box
+                rows0 = np.flatnonzero(denom > 0)
+                node_beta = np.repeat(beta[None, :], len(active), axis=0)
+                if rows0.size:
+                    node_beta[rows0] = self._node_interval_sizes(
+                        engine, mech, grouping, rows0, n_hat[rows0], box_hi - box_lo,
+                        eps_int_lvl[level], sigmas)
+                n_bins = int(np.ceil(np.max((box_hi - box_lo) / node_beta) - 1e-9))
+                origin = box_lo
+            else:  # one grid over the public bounds (Alg. 1)
+                node_beta = np.repeat(beta[None, :], len(active), axis=0)
+                n_bins, origin = n_splits, np.repeat(lo[None, :], len(active), axis=0)
+            j = np.arange(n_bins) + 0.5
+            cand = origin[:, :, None] + j[None, None, :] * node_beta[:, :, None]  # (g, d, B)
+            valid = (cand > box_lo[:, :, None]) & (cand < box_hi[:, :, None])
             can_split = (denom > 0) & valid.reshape(len(active), -1).any(axis=1)
             for k, node in enumerate(active):
                 if not can_split[k]:
@@ -328,7 +379,10 @@ class DPM(PrivateClusterMixin):
             rows = np.flatnonzero(can_split)
             if rows.size == 0:
                 break
-            hist = engine.axis_histogram(grouping, lo, beta / 2.0, 2 * n_splits)
+            if adaptive:
+                hist = engine.axis_histogram(grouping, origin, node_beta / 2.0, 2 * n_bins)
+            else:
+                hist = engine.axis_histogram(grouping, lo, beta / 2.0, 2 * n_bins)
             scores = self._scores(hist[rows], n_hat[rows], t, q, alpha)
             scores[~valid[rows]] = -np.inf
             sens = (t / q + alpha) / denom[rows]
@@ -337,8 +391,8 @@ class DPM(PrivateClusterMixin):
                 target=f"split choice, level {level}",
                 note="exponential mechanism, factor 2; sensitivity (t/q+alpha)/(n_hat-lambda)",
             )
-            feat = choice // n_splits
-            thr = lo[feat] + (choice % n_splits + 0.5) * beta[feat]  # NOTES 6
+            feat = choice // n_bins
+            thr = cand[rows, feat, choice % n_bins]  # a + (i mod numSplits + 0.5) beta, NOTES 6
 
             # children of the splitting nodes: 2r (x <= s*) and 2r + 1
             g = len(active)
@@ -362,14 +416,14 @@ class DPM(PrivateClusterMixin):
                 if not keep[r]:
                     tree.halt_reason[node] = "child below min_cluster_size"
                     continue
-                f, s = int(feat[r]), float(thr[r])
+                f, s_ = int(feat[r]), float(thr[r])
                 lhi = tree.box_hi[node].copy()
-                lhi[f] = s
+                lhi[f] = s_
                 rlo = tree.box_lo[node].copy()
-                rlo[f] = s
+                rlo[f] = s_
                 li = tree.add(level + 1, child_hat[2 * r], tree.box_lo[node], lhi)
                 ri = tree.add(level + 1, child_hat[2 * r + 1], rlo, tree.box_hi[node])
-                tree.feature[node], tree.threshold[node] = f, s
+                tree.feature[node], tree.threshold[node] = f, s_
                 tree.left[node], tree.right[node] = li, ri
                 relabel[2 * r], relabel[2 * r + 1] = len(next_active), len(next_active) + 1
                 next_active += [li, ri]

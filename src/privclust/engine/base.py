@@ -57,7 +57,8 @@ class Engine(ABC):
     def axis_histogram(self, grouping, lo, width, n_bins: int) -> np.ndarray:
         """Per group and dimension, counts in ``n_bins`` equal bins starting at ``lo``.
 
-        ``lo``/``width`` are (d,) arrays; bin ``b`` of dimension ``j`` holds
+        ``lo``/``width`` are (d,) arrays, or (n_groups, d) for bins of their own per group;
+        bin ``b`` of dimension ``j`` holds
         ``lo[j] + b*width[j] <= x[j] < lo[j] + (b+1)*width[j]`` (the last bin also takes everything
         above). Returns (n_groups, d, n_bins) int64.
         """
@@ -65,6 +66,11 @@ class Engine(ABC):
     @abstractmethod
     def centred_sums(self, grouping, centres) -> np.ndarray:
         """Per group, the sum of ``x - centres[group]``; (n_groups, d) float64."""
+
+    @abstractmethod
+    def group_neighbour_gaps(self, grouping) -> tuple[np.ndarray, np.ndarray]:
+        """Per group, the gaps between consecutive sorted values per dimension:
+        ``(gaps (m, d), group (m,))``."""
 
     @abstractmethod
     def neighbour_gaps(self, dtype=np.float32) -> np.ndarray:

@@ -107,14 +107,21 @@ class LocalEngine(Engine):
         n, d = self.X.shape
         n_groups = grouping.n_groups
         size = n_groups * d * n_bins
-        bins = self._bins(lo, width, n_bins)
+        per_group = lo.ndim == 2  # (n_groups, d) bins: computed per chunk, not cached
+        bins = None if per_group else self._bins(lo, width, n_bins)
         key_dtype = np.int32 if size < 2**31 else np.int64
         offsets = (np.arange(d, dtype=key_dtype) * n_bins)[None, :]
         out = np.zeros(size, dtype=np.int64)
         g = grouping.group
         for sl in self._chunks():
             gs = g[sl]
-            b = bins[sl]
+            if per_group:
+                gc = np.maximum(gs, 0)
+                b = np.floor((self.X[sl] - lo[gc]) / width[gc])
+                np.clip(b, 0, n_bins - 1, out=b)
+                b = b.astype(key_dtype)
+            else:
+                b = bins[sl]
             keep = gs >= 0
             if not keep.all():
                 if not keep.any():
@@ -142,6 +149,24 @@ class LocalEngine(Engine):
             for j in range(d):
                 out[:, j] += np.bincount(gk, weights=diff[:, j], minlength=n_groups)
         return out
+
+    def group_neighbour_gaps(self, grouping):
+        """Per group and dimension, the gaps between consecutive sorted values of the group's
+        records: ``(gaps (m, d) float64, group (m,))`` with ``m = sum(n_g - 1)``."""
+        g = grouping.group
+        rows = np.flatnonzero(g >= 0)
+        order = rows[np.argsort(g[rows], kind="stable")]
+        gs = g[order].astype(float)[:, None]
+        lo = self.bounds[:, 0]
+        span = 2.0 * (self.bounds[:, 1] - lo)
+        # groups are contiguous after the argsort; an offset of group * 2 * range keeps them
+        # apart while one sort per column orders the values inside each group
+        keys = (self.X[order] - lo) + gs * span
+        keys.sort(axis=0)
+        keys -= gs * span
+        gaps = np.diff(keys, axis=0)
+        same = gs[1:, 0] == gs[:-1, 0]
+        return np.maximum(gaps[same], 0.0), g[order][1:][same]
 
     def neighbour_gaps(self, dtype=np.float32) -> np.ndarray:
         """Gaps per dimension, (n-1, d), in ``dtype`` (float32 by default: several times faster

@@ -195,7 +195,14 @@ def exponential_mechanism_probabilities(scores, sensitivity, epsilon, monotone=F
 
 
 def private_quantile(
-    rng, values, quantile: float, lo: float, hi: float, epsilon: float, sensitivity: float = 1.0
+    rng,
+    values,
+    quantile: float,
+    lo: float,
+    hi: float,
+    epsilon: float,
+    sensitivity: float = 1.0,
+    log_scale: bool = False,
 ) -> float:
     """A private ``quantile`` of ``values`` in the public range ``[lo, hi]``.
 
@@ -207,10 +214,18 @@ def private_quantile(
     release is epsilon-DP whenever ``u(v)`` changes by at most ``D`` between neighbours for every
     ``v``: ``D = 1`` for raw values under add/remove (rank moves by at most 1, target by
     ``quantile``); callers that pass derived values (e.g. DPM's neighbour gaps) pass their own D.
+
+    ``log_scale=True`` (needs ``0 < lo``) uses the data-independent base measure ``dv / v``
+    instead of ``dv``: interval weights are widths in ``log v`` and the output is log-uniform
+    inside the chosen interval. The ranking is done on the raw values, so the sensitivity is the
+    same; for values spanning orders of magnitude it keeps a wide empty interval (e.g. above the
+    largest value) from outweighing the dense region around the target at small epsilon.
     """
     eps = _check_eps(epsilon)
     if not lo < hi:
         raise ValueError(f"private_quantile needs lo < hi, got [{lo}, {hi}]")
+    if log_scale and not lo > 0:
+        raise ValueError(f"private_quantile(log_scale=True) needs lo > 0, got {lo}")
     if not 0 <= quantile <= 1:
         raise ValueError(f"quantile must be in [0, 1], got {quantile}")
     values = np.asarray(values).ravel()
@@ -218,6 +233,11 @@ def private_quantile(
         values = values.astype(float)
     z = np.sort(np.clip(values, lo, hi))
     rate = eps / (2.0 * float(sensitivity))
+    if log_scale:  # ranks from the raw values; weights and output in log v
+        out = _sample_quantile_interval(
+            rng, np.log(z.astype(float)), math.log(lo), math.log(hi), quantile * z.size, rate
+        )
+        return float(min(max(math.exp(out), lo), hi))
     return _sample_quantile_interval(rng, z, float(lo), float(hi), quantile * z.size, rate)
 
 
@@ -348,10 +368,13 @@ class Mechanisms:
         return idx
 
     def quantile(
-        self, values, quantile, lo, hi, epsilon, sensitivity, *, target: str, note: str = ""
+        self, values, quantile, lo, hi, epsilon, sensitivity, *, target: str, note: str = "",
+        log_scale: bool = False,
     ) -> float:
         """Private quantile (exponential mechanism over gaps, Du et al. 2020 Alg. 4.3)."""
-        out = private_quantile(self.rng, values, quantile, lo, hi, epsilon, sensitivity)
+        out = private_quantile(
+            self.rng, values, quantile, lo, hi, epsilon, sensitivity, log_scale
+        )
         self.report.add(
             Release(
                 "exponential (quantile)",
@@ -359,6 +382,29 @@ class Mechanisms:
                 epsilon=float(epsilon),
                 sensitivity=float(sensitivity),
                 scale=2.0 * float(sensitivity) / float(epsilon),
+                note=note,
+            )
+        )
+        return out
+
+    def quantiles(
+        self, values_list, quantile, lo, hi, epsilon, sensitivity, *, target: str, note: str = "",
+        log_scale: bool = False,
+    ) -> np.ndarray:
+        """One private quantile per array of ``values_list``; the arrays come from disjoint
+        subsets (parallel composition: one ledger entry, one epsilon)."""
+        out = np.array([
+            private_quantile(self.rng, v, quantile, lo, hi, epsilon, sensitivity, log_scale)
+            for v in values_list
+        ])
+        self.report.add(
+            Release(
+                "exponential (quantile)",
+                target,
+                epsilon=float(epsilon),
+                sensitivity=float(sensitivity),
+                scale=2.0 * float(sensitivity) / float(epsilon),
+                n_released=len(out),
                 note=note,
             )
         )
