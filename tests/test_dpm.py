@@ -20,11 +20,12 @@ def _uniform(n=20000, d=2, seed=0):
 
 @pytest.mark.parametrize("epsilon", [0.5, 1.0, 3.0])
 @pytest.mark.parametrize("depth", [2, 4, 6])
-def test_ledger_composes_to_the_requested_budget(epsilon, depth):
+@pytest.mark.parametrize("count_shift", [False, True])
+def test_ledger_composes_to_the_requested_budget(epsilon, depth, count_shift):
     # uniform data and a tiny min_cluster_size: every level is used, so the ledger is complete
     X = _uniform()
     m = DPM(epsilon=epsilon, delta=1e-6, bounds=(0, 1), max_depth=depth, min_cluster_size=1,
-            random_state=1).fit(X)
+            random_state=1, count_shift=count_shift).fit(X)
     rep = m.privacy_report_
     assert max(m.split_tree_.depth) == depth
     total = rep.total()
@@ -43,7 +44,8 @@ def test_ledger_below_plan_when_the_tree_stops_early(blobs_2d):
     assert total.epsilon <= 1.0 + 1e-12 and total.delta <= 1e-6 * (1 + 1e-12)
 
 
-def test_noise_drawn_matches_the_ledger(monkeypatch, blobs_2d):
+@pytest.mark.parametrize("count_shift", [False, True])
+def test_noise_drawn_matches_the_ledger(monkeypatch, blobs_2d, count_shift):
     """Instrumented run: every draw's scale implies exactly the ledger entry's epsilon/delta."""
     X, _ = blobs_2d
     draws = []
@@ -72,7 +74,7 @@ def test_noise_drawn_matches_the_ledger(monkeypatch, blobs_2d):
     monkeypatch.setattr(mech_mod, "private_quantile", quant)
     t, q, alpha = 0.3, 1 / 12, 5.0
     m = DPM(epsilon=1.0, delta=1e-6, bounds=(0, 100), random_state=3, t=t, q=q,
-            alpha=alpha).fit(X)
+            alpha=alpha, count_shift=count_shift).fit(X)
     rep = m.privacy_report_
     assert len(draws) == len(rep.releases)
     tree = m.split_tree_
@@ -85,7 +87,7 @@ def test_noise_drawn_matches_the_ledger(monkeypatch, blobs_2d):
             # scale per node = 2 * sensitivity / eps with sensitivity (t/q + alpha)/(n_hat - lam)
             count_rel = [r for r in rep.releases if r.target.endswith(f"level {level}")
                          or (level == 0 and "root" in r.target)][0]
-            lam = count_offset(count_rel.epsilon, count_rel.delta)
+            lam = count_offset(count_rel.epsilon, count_rel.delta) if count_rel.delta else 0.0
             nodes = [i for i in range(tree.n_nodes) if tree.depth[i] == level
                      and tree.halt_reason[i] not in ("n_hat - lambda <= 0", "no candidate in box",
                                                       "max_depth")]
