@@ -64,9 +64,9 @@ def test_noise_drawn_matches_the_ledger(monkeypatch, blobs_2d, count_shift):
         draws.append(("gauss", np.array(sigma, dtype=float).ravel(), size))
         return real["_draw_gaussian"](rng, sigma, size)
 
-    def quant(rng, values, q, lo, hi, eps, sens, log_scale=False):
+    def quant(rng, values, q, lo, hi, eps, sens, *args):
         draws.append(("quantile", (eps, sens), np.size(values)))
-        return real["private_quantile"](rng, values, q, lo, hi, eps, sens, log_scale)
+        return real["private_quantile"](rng, values, q, lo, hi, eps, sens, *args)
 
     monkeypatch.setattr(mech_mod, "_draw_two_sided_geometric", geo)
     monkeypatch.setattr(mech_mod, "_draw_gumbel", gumbel)

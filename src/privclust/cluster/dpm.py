@@ -323,6 +323,7 @@ class DPM(PrivateClusterMixin):
         self.n_features_in_ = d
         self.privacy_report_ = report
         accountant.attach(report)
+        del engine, mech  # release the clipped copy before labelling
         # Post-processing: the private model applied to the training data.
         self.labels_ = nearest_centre(X, centres)
         return self
@@ -330,10 +331,10 @@ class DPM(PrivateClusterMixin):
     # ------------------------------------------------------------------ Alg. 2
     def _interval_size(self, engine, mech, eps_int, n_hat0, sigmas, width):
         d = engine.n_features
-        gaps = engine.neighbour_gaps()  # (n-1, d) float32
-        gaps /= width.astype(gaps.dtype)  # fractions of each public range
+        gaps = engine.neighbour_gaps().T  # (d, n-1) float32, C-contiguous, ours to modify
+        gaps /= width.astype(gaps.dtype)[:, None]  # fractions of each public range
         p_hat = mech.quantile(
-            gaps.ravel(), _GAP_PERCENTILE, _GAP_FLOOR, 1.0, eps_int,
+            gaps, _GAP_PERCENTILE, _GAP_FLOOR, 1.0, eps_int, overwrite_input=True,
             sensitivity=(2.0 - _GAP_PERCENTILE) * d,
             target="65th percentile of neighbour gaps (interval size)",
             note="gaps of all features pooled, each over its public range; Alg. 2, NOTES 5",

@@ -90,3 +90,33 @@ class Engine(ABC):
     def nearest_centre_stats(self, centres, second_moments: bool = False):
         """Per nearest centre (Euclidean; ties to the lower index): exact ``counts`` (k,),
         ``sums`` (k, d) and, with ``second_moments``, ``sum x x^T`` (k, d, d)."""
+
+    # k-means family (lloyd.py, convergent.py) -----------------------------------------
+    @abstractmethod
+    def nearest_centre_moments(self, centres):
+        """Per nearest centre (Euclidean; ties to the lower index): exact ``counts`` (k,) int64,
+        ``sums`` (k, d) and ``sq_norms`` (k,), the sum of ``||x||^2`` over the records.
+
+        One pass gives everything a Lloyd step needs plus the exact k-means cost of ``centres``
+        (``sq_norms - 2 <c, sums> + counts ||c||^2``), a local diagnostic that is never released.
+        """
+
+    @abstractmethod
+    def zone_cell_counts(self, centres, zone_centres, zone_radii, cell_centres) -> np.ndarray:
+        """Counts per (zone, cell): (k, m) int64.
+
+        A record belongs to zone ``i`` when its nearest of ``centres`` (k, d) is ``i`` (ties to
+        the lower index) and it lies strictly inside the ball ``zone_centres[i]``, radius
+        ``zone_radii[i]``; inside zone ``i`` it falls in the cell of its nearest
+        ``cell_centres[i, j]`` ((k, m, d); ties to the lower j). Zones are disjoint, so adding
+        or removing one record changes exactly one count by one.
+        """
+
+    @abstractmethod
+    def zone_records(self, centres, zone_centres, zone_radii) -> list:
+        """The records themselves of every zone (as in :meth:`zone_cell_counts`): a list of k
+        arrays (n_i, d).
+
+        NOT an aggregate. It exists only for *faithful* reproductions of papers that publish
+        records (SubClustering, 002 Alg. 1-2, NOTES item 17); a private algorithm never calls it.
+        """

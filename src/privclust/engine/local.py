@@ -12,7 +12,7 @@ from .base import Engine, Grouping
 
 __all__ = ["LocalEngine", "LocalGrouping"]
 
-_CHUNK_ELEMENTS = 1 << 21  # about 2M (row, dimension) cells per chunk
+_CHUNK_ELEMENTS = 1 << 18  # (row, dimension) cells per chunk: small temporaries, still fast
 
 
 class LocalGrouping(Grouping):
@@ -70,15 +70,19 @@ class LocalEngine(Engine):
             table = np.append(left, np.int32(-1))  # index -1 (no group) maps to -1
             return LocalGrouping(table[g], n_groups)
         out = np.full(g.shape, -1, dtype=np.int32)
-        member = g >= 0
-        rows = np.flatnonzero(member)
-        gm = g[rows]
-        f = feature[gm]
-        split = f >= 0
-        goes_left = np.ones(rows.size, dtype=bool)
-        srows = rows[split]
-        goes_left[split] = self.X[srows, f[split]] <= threshold[gm[split]]
-        out[rows] = np.where(goes_left, left[gm], right[gm])
+        feature = feature.astype(np.int32)
+        left_t = np.append(left, np.int32(-1))  # index -1 (no group) maps to -1
+        right_t = np.append(right, np.int32(-1))
+        feature_t = np.append(feature, np.int32(-1))
+        threshold_t = np.append(threshold, 0.0)
+        for sl in self._chunks():  # chunked: temporaries stay small whatever n is
+            gs = g[sl]
+            f = feature_t[gs]
+            split = np.flatnonzero(f >= 0)
+            goes_left = np.ones(gs.shape, dtype=bool)
+            x = self.X[sl]
+            goes_left[split] = x[split, f[split]] <= threshold_t[gs[split]]
+            out[sl] = np.where(goes_left, left_t[gs], right_t[gs])
         return LocalGrouping(out, n_groups)
 
     # aggregates ------------------------------------------------------------------------
@@ -172,9 +176,12 @@ class LocalEngine(Engine):
         """Gaps per dimension, (n-1, d), in ``dtype`` (float32 by default: several times faster
         to sort; rounding is monotone, so a record inserted between two others still splits one
         gap into two that are each no larger, which is all the interval-size sensitivity uses)."""
-        cols = np.ascontiguousarray(self.X.T, dtype=dtype)
-        cols.sort(axis=1)
-        return np.diff(cols, axis=1).T
+        n, d = self.X.shape
+        gaps = np.empty((d, max(n - 1, 0)), dtype=dtype)
+        for j in range(d):  # one column at a time: memory stays one copy of X plus a column
+            col = np.sort(self.X[:, j].astype(dtype))
+            np.subtract(col[1:], col[:-1], out=gaps[j])
+        return gaps.T
 
     def cell_counts(self, origin, cell_width):
         origin = np.asarray(origin, dtype=float)
@@ -223,3 +230,65 @@ class LocalEngine(Engine):
         if second_moments:
             return counts, sums, moments
         return counts, sums
+
+    # k-means family ------------------------------------------------------------------
+    def _nearest(self, x, centres, c2):
+        g = x @ centres.T  # in place below: one (rows, k) temporary
+        g *= -2.0
+        g += c2
+        return np.argmin(g, axis=1)
+
+    def nearest_centre_moments(self, centres):
+        centres = np.asarray(centres, dtype=float)
+        k, d = centres.shape
+        counts = np.zeros(k, dtype=np.int64)
+        sums = np.zeros((k, d))
+        sq_norms = np.zeros(k)
+        c2 = (centres**2).sum(axis=1)
+        for sl in self._chunks():
+            x = self.X[sl].astype(float)
+            lab = self._nearest(x, centres, c2)
+            counts += np.bincount(lab, minlength=k)
+            for j in range(d):
+                sums[:, j] += np.bincount(lab, weights=x[:, j], minlength=k)
+            sq_norms += np.bincount(lab, weights=(x * x).sum(axis=1), minlength=k)
+        return counts, sums, sq_norms
+
+    def _zone_members(self, x, centres, c2, zone_centres, zone_radii):
+        lab = self._nearest(x, centres, c2)
+        inside = ((x - zone_centres[lab]) ** 2).sum(axis=1) < zone_radii[lab] ** 2
+        return lab, inside
+
+    def zone_cell_counts(self, centres, zone_centres, zone_radii, cell_centres):
+        centres = np.asarray(centres, dtype=float)
+        zone_centres = np.asarray(zone_centres, dtype=float)
+        zone_radii = np.asarray(zone_radii, dtype=float)
+        cell_centres = np.asarray(cell_centres, dtype=float)
+        k, m = cell_centres.shape[:2]
+        out = np.zeros(k * m, dtype=np.int64)
+        c2 = (centres**2).sum(axis=1)
+        cc2 = (cell_centres**2).sum(axis=2)  # (k, m)
+        for sl in self._chunks():
+            x = self.X[sl].astype(float)
+            lab, inside = self._zone_members(x, centres, c2, zone_centres, zone_radii)
+            if not inside.any():
+                continue
+            x, lab = x[inside], lab[inside]
+            d2 = cc2[lab] - 2.0 * np.einsum("nd,nmd->nm", x, cell_centres[lab])
+            out += np.bincount(lab * m + np.argmin(d2, axis=1), minlength=k * m)
+        return out.reshape(k, m)
+
+    def zone_records(self, centres, zone_centres, zone_radii):
+        centres = np.asarray(centres, dtype=float)
+        zone_centres = np.asarray(zone_centres, dtype=float)
+        zone_radii = np.asarray(zone_radii, dtype=float)
+        k = centres.shape[0]
+        c2 = (centres**2).sum(axis=1)
+        parts: list[list[np.ndarray]] = [[] for _ in range(k)]
+        for sl in self._chunks():
+            x = self.X[sl].astype(float)
+            lab, inside = self._zone_members(x, centres, c2, zone_centres, zone_radii)
+            for i in np.unique(lab[inside]):
+                parts[i].append(x[inside & (lab == i)])
+        d = self.X.shape[1]
+        return [np.concatenate(p) if p else np.zeros((0, d)) for p in parts]

@@ -70,7 +70,9 @@ class Budget:
         object.__setattr__(self, "delta", float(delta))
 
     def __add__(self, other: Budget) -> Budget:
-        return Budget(self.epsilon + other.epsilon, min(self.delta + other.delta, 1 - 1e-300))
+        # deltas that add up to 1 or more are vacuous; keep the value representable
+        return Budget(self.epsilon + other.epsilon,
+                      min(self.delta + other.delta, float(np.nextafter(1.0, 0.0))))
 
     def fits_in(self, other: Budget) -> bool:
         return (
@@ -204,12 +206,12 @@ class PrivacyReport:
             f"  spent    epsilon={total.epsilon:.6g} delta={total.delta:.3g}"
             + ("" if self.private else "   ** NOT PRIVATE: see releases marked private=False **"),
             f"  randomness: {self.random_source}",
-            f"  {'mechanism':<22}{'released':<44}{'epsilon':>10}{'delta':>11}{'n':>7}",
+            f"  {'mechanism':<24}{'released':<44}{'epsilon':>10}{'delta':>11}{'n':>7}",
         ]
         for r in self.releases:
             flag = "" if r.private else "  [NOT PRIVATE]"
             lines.append(
-                f"  {r.mechanism:<22}{r.target[:43]:<44}{r.epsilon:>10.4g}{r.delta:>11.3g}"
+                f"  {r.mechanism:<24}{r.target[:43]:<44}{r.epsilon:>10.4g}{r.delta:>11.3g}"
                 f"{r.n_released:>7}{flag}"
             )
         lines += [f"  note: {n}" for n in self.notes]

@@ -176,6 +176,8 @@ def exponential_mechanism(
     sens = np.asarray(sensitivity, dtype=float)
     if (sens <= 0).any() or not np.isfinite(sens).all():
         raise ValueError("exponential_mechanism: sensitivity must be positive and finite")
+    if np.isneginf(scores).all(axis=-1).any():
+        raise ValueError("exponential_mechanism: a row has no candidate (all scores are -inf)")
     scale = (1.0 if monotone else 2.0) * sens / eps
     if scores.ndim == 2:
         scale = np.broadcast_to(scale, scores.shape[:1])[:, None]
@@ -186,9 +188,10 @@ def exponential_mechanism(
 def exponential_mechanism_probabilities(scores, sensitivity, epsilon, monotone=False):
     """The exact output distribution of :func:`exponential_mechanism` (for audits and tests)."""
     scores = np.asarray(scores, dtype=float)
-    logits = (epsilon / ((1.0 if monotone else 2.0) * np.asarray(sensitivity, float))) * scores
-    if logits.ndim == 2:
-        pass
+    factor = epsilon / ((1.0 if monotone else 2.0) * np.asarray(sensitivity, float))
+    if scores.ndim == 2 and factor.ndim == 1:  # one sensitivity per row
+        factor = factor[:, None]
+    logits = factor * scores
     logits = logits - np.max(logits, axis=-1, keepdims=True)
     w = np.exp(logits)
     return w / w.sum(axis=-1, keepdims=True)
@@ -203,6 +206,7 @@ def private_quantile(
     epsilon: float,
     sensitivity: float = 1.0,
     log_scale: bool = False,
+    overwrite_input: bool = False,
 ) -> float:
     """A private ``quantile`` of ``values`` in the public range ``[lo, hi]``.
 
@@ -220,40 +224,56 @@ def private_quantile(
     inside the chosen interval. The ranking is done on the raw values, so the sensitivity is the
     same; for values spanning orders of magnitude it keeps a wide empty interval (e.g. above the
     largest value) from outweighing the dense region around the target at small epsilon.
+
+    ``overwrite_input=True`` clips and sorts a float ndarray in place (no copy of the values).
     """
     eps = _check_eps(epsilon)
     if not lo < hi:
         raise ValueError(f"private_quantile needs lo < hi, got [{lo}, {hi}]")
     if log_scale and not lo > 0:
         raise ValueError(f"private_quantile(log_scale=True) needs lo > 0, got {lo}")
+    if not (float(sensitivity) > 0) or not math.isfinite(float(sensitivity)):
+        raise ValueError(f"private_quantile: sensitivity must be positive, got {sensitivity}")
     if not 0 <= quantile <= 1:
         raise ValueError(f"quantile must be in [0, 1], got {quantile}")
-    values = np.asarray(values).ravel()
-    if values.dtype != np.float32:  # float32 sorts several times faster; weights stay float64
-        values = values.astype(float)
-    z = np.sort(np.clip(values, lo, hi))
+    arr = np.asarray(values)
+    in_place = (
+        overwrite_input and arr.dtype in (np.float32, np.float64) and arr.flags.c_contiguous
+    )
+    z = arr.reshape(-1) if in_place else arr.ravel()
+    if z.dtype not in (np.float32, np.float64):  # float32 sorts fast; weights stay float64
+        z = z.astype(float)
+    if z.size and np.isnan(z.min()):  # min propagates NaN without a mask the size of z
+        raise ValueError("private_quantile: values contain NaN")
+    if in_place:
+        np.clip(z, lo, hi, out=z)
+        z.sort()
+    else:
+        z = np.sort(np.clip(z, lo, hi))
     rate = eps / (2.0 * float(sensitivity))
-    if log_scale:  # ranks from the raw values; weights and output in log v
-        out = _sample_quantile_interval(
-            rng, np.log(z.astype(float)), math.log(lo), math.log(hi), quantile * z.size, rate
-        )
-        return float(min(max(math.exp(out), lo), hi))
-    return _sample_quantile_interval(rng, z, float(lo), float(hi), quantile * z.size, rate)
+    out = _sample_quantile_interval(rng, z, float(lo), float(hi), quantile * z.size, rate,
+                                    log_scale)
+    return float(min(max(out, lo), hi))
 
 
-_QUANTILE_BLOCK = 1 << 18
+_QUANTILE_BLOCK = 1 << 16
 
 
-def _quantile_block_weights(z, lo, hi, start, stop, target, rate, geo, log_space=False):
+def _quantile_block_weights(
+    z, lo, hi, start, stop, target, rate, geo, log_space=False, log_scale=False
+):
     """Weights of intervals ``start..stop-1`` between the edges ``[lo, z_0, ..., z_{m-1}, hi]``:
     ``width_j * exp(-rate |j - target|)`` (or their logs). ``geo[i] = exp(-rate i)`` lets a block
-    on one side of the target reuse one precomputed decay instead of an ``exp`` per interval."""
+    on one side of the target reuse one precomputed decay instead of an ``exp`` per interval.
+    With ``log_scale`` the edges (and so the widths) are in ``log v``."""
     m = z.size
     parts = [np.array([lo])] if start == 0 else []
     parts.append(z[max(start, 1) - 1 : min(stop, m)].astype(float))
     if stop == m + 1:
         parts.append(np.array([hi]))
     edges = np.concatenate(parts)
+    if log_scale:
+        edges = np.log(edges)
     widths = np.diff(edges)
     if log_space:
         dist = np.abs(np.arange(start, stop, dtype=float) - target)
@@ -274,31 +294,31 @@ def _quantile_block_weights(z, lo, hi, start, stop, target, rate, geo, log_space
     return edges, widths * factor
 
 
-def _sample_quantile_interval(rng, z, lo, hi, target, rate) -> float:
+def _sample_quantile_interval(rng, z, lo, hi, target, rate, log_scale=False) -> float:
     """Draw from the quantile mechanism's density in two stages (a block of intervals by its
     total weight, then an interval inside it, then a point inside that), each by inverse CDF.
-    Exact in distribution; works block by block so no m-long float64 temporaries are made."""
+    Exact in distribution; works block by block so no m-long float64 temporaries are made.
+    With ``log_scale`` the point is drawn uniformly in ``log v`` and returned as ``v``."""
     n_int = z.size + 1
     geo = np.exp(-rate * np.arange(min(_QUANTILE_BLOCK, n_int), dtype=float))
     starts = np.arange(0, n_int, _QUANTILE_BLOCK)
     stops = np.minimum(starts + _QUANTILE_BLOCK, n_int)
-    totals = np.array([
-        _quantile_block_weights(z, lo, hi, a, b, target, rate, geo)[1].sum()
-        for a, b in zip(starts, stops, strict=True)
-    ])
+
+    def block(a, b, log_space=False):
+        return _quantile_block_weights(z, lo, hi, a, b, target, rate, geo, log_space, log_scale)
+
+    totals = np.array([block(a, b)[1].sum() for a, b in zip(starts, stops, strict=True)])
     log_space = not totals.max() > 1e-250  # all weights near underflow: work with logs
     if log_space:
-        logs = [_quantile_block_weights(z, lo, hi, a, b, target, rate, geo, True)[1]
-                for a, b in zip(starts, stops, strict=True)]
+        logs = [block(a, b, True)[1] for a, b in zip(starts, stops, strict=True)]
         peak = max(lg.max() for lg in logs)
         totals = np.array([np.exp(lg - peak).sum() for lg in logs])
     cdf = np.cumsum(totals)
     u = _draw_uniform(rng, 0.0, cdf[-1])
-    block = min(int(np.searchsorted(cdf, u, side="right")), totals.size - 1)
-    while totals[block] <= 0:
-        block -= 1
-    a, b = int(starts[block]), int(stops[block])
-    edges, w = _quantile_block_weights(z, lo, hi, a, b, target, rate, geo, log_space)
+    k = min(int(np.searchsorted(cdf, u, side="right")), totals.size - 1)
+    while totals[k] <= 0:
+        k -= 1
+    edges, w = block(int(starts[k]), int(stops[k]), log_space)
     if log_space:
         w = np.exp(w - peak)
     cdf = np.cumsum(w)
@@ -306,7 +326,8 @@ def _sample_quantile_interval(rng, z, lo, hi, target, rate) -> float:
     j = min(int(np.searchsorted(cdf, u, side="right")), w.size - 1)
     while w[j] <= 0:  # u landed on a zero-weight boundary: step back to a positive one
         j -= 1
-    return float(_draw_uniform(rng, edges[j], edges[j + 1]))
+    point = float(_draw_uniform(rng, edges[j], edges[j + 1]))
+    return math.exp(point) if log_scale else point
 
 
 # --------------------------------------------------------------------------- ledger-bound API
@@ -369,11 +390,11 @@ class Mechanisms:
 
     def quantile(
         self, values, quantile, lo, hi, epsilon, sensitivity, *, target: str, note: str = "",
-        log_scale: bool = False,
+        log_scale: bool = False, overwrite_input: bool = False,
     ) -> float:
         """Private quantile (exponential mechanism over gaps, Du et al. 2020 Alg. 4.3)."""
         out = private_quantile(
-            self.rng, values, quantile, lo, hi, epsilon, sensitivity, log_scale
+            self.rng, values, quantile, lo, hi, epsilon, sensitivity, log_scale, overwrite_input
         )
         self.report.add(
             Release(

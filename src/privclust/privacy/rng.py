@@ -51,7 +51,7 @@ def resolve_random_state(random_state) -> RandomSource:
             raise ValueError(f"random_state must be a non-negative int, got {random_state}")
         return RandomSource(
             np.random.default_rng(int(random_state)),
-            f"reproducible (seed={int(random_state)}), not secure",
+            "reproducible (int seed; the seed is not recorded), not secure",
             False,
         )
     raise TypeError(

@@ -1,0 +1,448 @@
+"""Save and load fitted privclust models as JSON (never pickle, never raw points).
+
+A model file holds only what the fit *released* (and the parameters it was run with)::
+
+    {
+      "format": "privclust-model",
+      "version": 1,
+      "estimator": "DPM",
+      "privclust_version": "0.1.0",
+      "params": {...},          # get_params() minus accountant; random_state as a description
+      "model": {...},           # the private outputs (centres, noisy sizes, split tree, ...)
+      "privacy_report": {...}   # PrivacyReport.to_dict()
+    }
+
+What is never written: ``labels_`` (one label per training record), the training data, and the
+random seed. A seed lets anyone who knows it regenerate the noise and subtract it, so an int
+``random_state`` is recorded as ``"int seed (reproducible, not secure; seed not stored)"`` and the
+seed is redacted from the privacy report's ``random_source`` as well. A loaded model therefore has
+``random_state=None``.
+
+JSON is plain data: loading a file never executes code (unlike pickle), so a model file from an
+untrusted source is safe to open.
+
+Other estimators plug in with :func:`register_model`: a *dump* function returning the JSON-able
+``"model"`` section of a fitted estimator, and a *load* function setting the fitted attributes on
+an estimator built from the stored parameters.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import math
+import numbers
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .cluster import DPM, SplitTree
+from .privacy import Budget, PrivacyReport, Release
+
+__all__ = [
+    "FORMAT",
+    "VERSION",
+    "ModelCodec",
+    "ModelFormatError",
+    "load_model",
+    "model_from_dict",
+    "model_to_dict",
+    "privacy_report_from_dict",
+    "register_model",
+    "registered_estimators",
+    "save_model",
+]
+
+#: Value of the ``"format"`` key of every privclust model file.
+FORMAT = "privclust-model"
+#: Newest format version this module writes and reads.
+VERSION = 1
+
+_NOT_SAVED_PARAMS = ("accountant",)  # a shared ledger object, not a parameter of the release
+_SEED_RE = re.compile(r"seed=\s*-?\d+")
+
+
+class ModelFormatError(ValueError):
+    """A file or dictionary is not a (readable) privclust model."""
+
+
+# --------------------------------------------------------------------------------------------
+# Registry
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ModelCodec:
+    """How one estimator class is written to and read from the ``"model"`` section.
+
+    ``dump(estimator) -> dict`` returns the JSON-able private outputs of a fitted estimator (never
+    per-record values, never data). ``load(estimator, section)`` sets the fitted attributes on an
+    unfitted estimator built from the stored parameters, validating ``section`` (raise
+    ``KeyError``/``ValueError``/``TypeError`` on malformed input; they are reported as
+    :class:`ModelFormatError`).
+    """
+
+    name: str
+    cls: type
+    dump: Callable[[Any], dict]
+    load: Callable[[Any, dict], None]
+
+
+_CODECS: dict[str, ModelCodec] = {}
+
+
+def register_model(
+    name: str,
+    cls: type,
+    dump: Callable[[Any], dict],
+    load: Callable[[Any, dict], None],
+    *,
+    replace: bool = False,
+) -> ModelCodec:
+    """Register how estimator ``cls`` (stored as ``"estimator": name``) is saved and loaded."""
+    if not isinstance(name, str) or not name:
+        raise ValueError("register_model needs a non-empty estimator name")
+    if name in _CODECS and not replace:
+        raise ValueError(f"an estimator named {name!r} is already registered (pass replace=True)")
+    codec = ModelCodec(name, cls, dump, load)
+    _CODECS[name] = codec
+    return codec
+
+
+def registered_estimators() -> list[str]:
+    """Names of the estimators that can be saved and loaded."""
+    return sorted(_CODECS)
+
+
+def _codec_for_estimator(model) -> ModelCodec:
+    for codec in _CODECS.values():
+        if type(model) is codec.cls:
+            return codec
+    for codec in _CODECS.values():
+        if isinstance(model, codec.cls):
+            return codec
+    raise TypeError(
+        f"cannot save a {type(model).__name__}: privclust.io knows how to save "
+        f"{', '.join(registered_estimators())} (see privclust.io.register_model)"
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# JSON helpers
+# --------------------------------------------------------------------------------------------
+
+
+def _jsonable(value, where: str):
+    """Plain JSON types from numpy scalars/arrays, tuples, dicts; NaN/inf become None."""
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, np.bool_):
+        return bool(value)
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real):
+        v = float(value)
+        return v if math.isfinite(v) else None
+    if isinstance(value, np.ndarray):
+        return _jsonable(value.tolist(), where)
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v, where) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v, f"{where}.{k}") for k, v in value.items()}
+    raise TypeError(
+        f"{where} holds a {type(value).__name__}, which cannot be written as JSON; "
+        "privclust model files hold numbers, strings and lists only"
+    )
+
+
+def _is_scalar(v) -> bool:
+    return v is None or isinstance(v, (bool, int, float, str))
+
+
+def _dumps(obj, level: int = 0) -> str:
+    """JSON with one key per line and short lists (vectors, matrix rows) kept on one line."""
+    pad, inner = " " * level, " " * (level + 1)
+    if isinstance(obj, dict):
+        if not obj:
+            return "{}"
+        items = [f"{inner}{json.dumps(k)}: {_dumps(v, level + 1)}" for k, v in obj.items()]
+        return "{\n" + ",\n".join(items) + "\n" + pad + "}"
+    if isinstance(obj, list):
+        if all(_is_scalar(v) for v in obj):
+            return json.dumps(obj, allow_nan=False)
+        return "[\n" + ",\n".join(inner + _dumps(v, level + 1) for v in obj) + "\n" + pad + "]"
+    return json.dumps(obj, allow_nan=False)
+
+
+def _tuples(value):
+    """JSON lists back to (nested) tuples: parameters are immutable in the estimators."""
+    if isinstance(value, list):
+        return tuple(_tuples(v) for v in value)
+    return value
+
+
+def _describe_random_state(random_state) -> str:
+    if random_state is None:
+        return "None (secure randomness)"
+    if isinstance(random_state, np.random.Generator):
+        return "numpy Generator (reproducible, not secure; state not stored)"
+    if isinstance(random_state, (numbers.Integral, np.integer)):
+        return "int seed (reproducible, not secure; seed not stored)"
+    return f"{type(random_state).__name__} (not stored)"
+
+
+def _redact_seed(text: str) -> str:
+    return _SEED_RE.sub("seed=<not stored>", text)
+
+
+def _params_to_dict(model) -> dict:
+    params = model.get_params(deep=False)
+    out = {}
+    for key, value in sorted(params.items()):
+        if key in _NOT_SAVED_PARAMS:
+            continue
+        if key == "random_state":
+            out[key] = _describe_random_state(value)
+            continue
+        out[key] = _jsonable(value, f"parameter {key!r}")
+    return out
+
+
+def _params_from_dict(cls: type, params: dict) -> dict:
+    if not isinstance(params, dict):
+        raise ModelFormatError('"params" must be a JSON object')
+    valid = {
+        name
+        for name, p in inspect.signature(cls.__init__).parameters.items()
+        if name != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+    }
+    unknown = sorted(set(params) - valid)
+    if unknown:
+        raise ModelFormatError(
+            f"unknown parameter(s) {', '.join(map(repr, unknown))} for {cls.__name__}; the file "
+            "may come from a different privclust version"
+        )
+    out = {k: _tuples(v) for k, v in params.items() if k not in ("random_state", "accountant")}
+    # The seed is never stored: a loaded (and possibly refitted) model uses secure randomness.
+    out["random_state"] = None
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Privacy report
+# --------------------------------------------------------------------------------------------
+
+
+def _privacy_report_to_dict(report: PrivacyReport) -> dict:
+    d = _jsonable(report.to_dict(), "privacy_report")
+    d["random_source"] = _redact_seed(str(d.get("random_source", "")))
+    return d
+
+
+def privacy_report_from_dict(d: dict) -> PrivacyReport:
+    """Rebuild a :class:`~privclust.PrivacyReport` from :meth:`PrivacyReport.to_dict` output."""
+    if not isinstance(d, dict):
+        raise ModelFormatError('"privacy_report" must be a JSON object')
+    try:
+        planned = d["planned"]
+        report = PrivacyReport(
+            estimator=str(d["estimator"]),
+            planned=Budget(float(planned["epsilon"]), float(planned["delta"])),
+            random_source=str(d.get("random_source", "")),
+            zcdp_delta=float(d.get("zcdp_delta") or 0.0),
+            notes=[str(n) for n in d.get("notes", [])],
+        )
+        names = {f.name for f in fields(Release)}
+        for r in d.get("releases", []):
+            kwargs = {k: v for k, v in r.items() if k in names}
+            report.add(Release(**kwargs))
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise ModelFormatError(f"the privacy report is malformed: {_describe(exc)}") from None
+    return report
+
+
+# --------------------------------------------------------------------------------------------
+# DPM
+# --------------------------------------------------------------------------------------------
+
+
+def _dpm_dump(model: DPM) -> dict:
+    return {
+        "cluster_centers": _jsonable(np.asarray(model.cluster_centers_), "cluster_centers_"),
+        "cluster_sizes": _jsonable(np.asarray(model.cluster_sizes_), "cluster_sizes_"),
+        "n_clusters": int(model.n_clusters_),
+        "split_tree": _jsonable(model.split_tree_.to_dict(), "split_tree_"),
+        "interval_size": _jsonable(np.asarray(model.interval_size_), "interval_size_"),
+        "n_split_candidates": int(model.n_split_candidates_),
+        "min_cluster_size": float(model.min_cluster_size_),
+        "delta": float(model.delta_),
+        "n_features_in": int(model.n_features_in_),
+    }
+
+
+def _dpm_load(est: DPM, m: dict) -> None:
+    d = int(m["n_features_in"])
+    if d < 1:
+        raise ValueError(f"n_features_in must be >= 1, got {d}")
+    centres = np.asarray(m["cluster_centers"], dtype=float)
+    if centres.size == 0:
+        centres = centres.reshape(0, d)
+    if centres.ndim != 2 or centres.shape[1] != d:
+        raise ValueError(f"cluster_centers has shape {centres.shape}, expected (k, {d})")
+    if not np.isfinite(centres).all():
+        raise ValueError("cluster_centers holds non-finite values")
+    k = centres.shape[0]
+    sizes = np.asarray(m["cluster_sizes"], dtype=np.int64).reshape(-1)
+    if sizes.shape != (k,):
+        raise ValueError(f"cluster_sizes has {sizes.size} entries for {k} centres")
+    if int(m["n_clusters"]) != k:
+        raise ValueError(f"n_clusters is {m['n_clusters']} but there are {k} centres")
+    tree = SplitTree.from_dict(m["split_tree"])
+    n_nodes = tree.n_nodes
+    for name in ("threshold", "left", "right", "depth", "n_hat", "box_lo", "box_hi",
+                 "halt_reason", "leaf_index"):
+        if len(getattr(tree, name)) != n_nodes:
+            raise ValueError(f"split_tree.{name} has {len(getattr(tree, name))} entries, "
+                             f"expected {n_nodes}")
+    leaf_ids = sorted(tree.leaf_index[i] for i in tree.leaves())
+    if n_nodes and leaf_ids != list(range(k)):
+        raise ValueError(f"split_tree has {len(leaf_ids)} leaves for {k} centres")
+    interval = np.asarray(m["interval_size"], dtype=float).reshape(-1)
+    if interval.shape != (d,):
+        raise ValueError(f"interval_size has {interval.size} entries, expected {d}")
+    est.cluster_centers_ = centres
+    est.cluster_sizes_ = sizes
+    est.n_clusters_ = k
+    est.split_tree_ = tree
+    est.interval_size_ = interval
+    est.n_split_candidates_ = int(m["n_split_candidates"])
+    est.min_cluster_size_ = float(m["min_cluster_size"])
+    est.delta_ = float(m["delta"])
+    est.n_features_in_ = d
+
+
+register_model("DPM", DPM, _dpm_dump, _dpm_load)
+
+
+# --------------------------------------------------------------------------------------------
+# Public API
+# --------------------------------------------------------------------------------------------
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, KeyError):
+        return f"missing key {exc.args[0]!r}"
+    return str(exc)
+
+
+def model_to_dict(model) -> dict:
+    """The JSON-able dictionary of a fitted model (see the module docstring for the layout)."""
+    codec = _codec_for_estimator(model)
+    if not hasattr(model, "privacy_report_"):
+        raise ValueError(
+            f"this {type(model).__name__} is not fitted yet; fit it before saving"
+        )
+    from . import __version__
+
+    return {
+        "format": FORMAT,
+        "version": VERSION,
+        "estimator": codec.name,
+        "privclust_version": __version__,
+        "params": _params_to_dict(model),
+        "model": codec.dump(model),
+        "privacy_report": _privacy_report_to_dict(model.privacy_report_),
+    }
+
+
+def model_from_dict(d: dict, *, source: str = "the model") -> Any:
+    """A fitted estimator (``predict`` works) from :func:`model_to_dict` output."""
+    if not isinstance(d, dict) or d.get("format") != FORMAT:
+        found = f' (found "format": {d.get("format")!r})' if isinstance(d, dict) else ""
+        raise ModelFormatError(
+            f'{source} is not a privclust model{found}: expected a JSON object with "format": '
+            f'"{FORMAT}", as written by privclust.io.save_model or `privclust cluster --out`'
+        )
+    version = d.get("version")
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise ModelFormatError(f"{source} has an invalid format version {version!r}")
+    if version > VERSION:
+        raise ModelFormatError(
+            f"{source} uses model format version {version}, but this privclust reads up to "
+            f"version {VERSION}; upgrade privclust (pip install -U privclust)"
+        )
+    name = d.get("estimator")
+    if name not in _CODECS:
+        raise ModelFormatError(
+            f"{source} holds an estimator {name!r} this privclust cannot load; known: "
+            f"{', '.join(registered_estimators())}"
+        )
+    codec = _CODECS[name]
+    for key in ("params", "model", "privacy_report"):
+        if key not in d:
+            raise ModelFormatError(f'{source} is incomplete: no "{key}" section')
+    try:
+        est = codec.cls(**_params_from_dict(codec.cls, d["params"]))
+    except ModelFormatError as exc:
+        raise ModelFormatError(f"{source}: {exc}") from None
+    section = d["model"]
+    if not isinstance(section, dict):
+        raise ModelFormatError(f'{source}: "model" must be a JSON object')
+    try:
+        codec.load(est, section)
+    except (KeyError, TypeError, ValueError, IndexError) as exc:
+        raise ModelFormatError(
+            f'{source}: the "model" section is malformed: {_describe(exc)}'
+        ) from None
+    try:
+        est.privacy_report_ = privacy_report_from_dict(d["privacy_report"])
+    except ModelFormatError as exc:
+        raise ModelFormatError(f"{source}: {exc}") from None
+    return est
+
+
+def save_model(model, path: str | os.PathLike[str]) -> Path:
+    """Write a fitted model to ``path`` as JSON; returns the path.
+
+    Only the private release is written (see the module docstring): no labels, no data, no seed.
+    """
+    path = Path(path)
+    text = _dumps(model_to_dict(model))
+    if not path.parent.is_dir():
+        raise FileNotFoundError(
+            f"cannot write {path}: the folder {path.parent} does not exist; create it first"
+        )
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+def load_model(path: str | os.PathLike[str]):
+    """Read a model written by :func:`save_model`; returns a fitted estimator."""
+    path = Path(path)
+    if not path.is_file():
+        what = "is a folder, not a file" if path.is_dir() else "does not exist"
+        raise FileNotFoundError(f"model file {path} {what}")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ModelFormatError(
+            f"{path} is not a privclust model (not UTF-8 text; model files are JSON)"
+        ) from None
+    if not text.strip():
+        raise ModelFormatError(f"{path} is empty; expected a privclust model (JSON)")
+    try:
+        d = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ModelFormatError(
+            f"{path} is not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno}); "
+            "a model file is the JSON written by `privclust cluster --out` or save_model; if "
+            "this is one, it is truncated or corrupted: save the model again"
+        ) from None
+    return model_from_dict(d, source=str(path))

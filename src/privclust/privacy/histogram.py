@@ -1,0 +1,550 @@
+"""Private histograms over a grid of cells: dense (every cell) and linear-time sparse.
+
+Privacy unit: add/remove one record, so a histogram of cell counts has L1 sensitivity 1 and
+every cell is a disjoint subset of the data (one release of a whole histogram costs epsilon).
+
+Two ways to release a histogram over a universe of ``n_cells`` cells:
+
+* :func:`dense_histogram` (:func:`dense_geometric_histogram`, :func:`dense_laplace_histogram`):
+  noise on **every** cell of the grid, empty or not. Releasing only the non-empty cells would
+  leak which cells hold data: a cell that is absent from the output is known to be empty.
+  Time and memory are O(n_cells).
+* :func:`sparse_histogram`: the linear-time pure-DP histogram of Qiu & Yi (``shared/papers/003``,
+  Alg. 2, after Cormode et al. 2012). Noise on the non-empty cells, keep those at or above a
+  threshold ``theta``; for the ``M`` empty cells draw ``m ~ Binomial(M, p)`` with
+  ``p = P(noise >= theta)``, pick ``m`` empty cells uniformly **without replacement** and give each
+  a value from the noise's tail above ``theta``. The output has exactly the distribution of the
+  dense histogram with every value below ``theta`` set to zero (Thm 6.1), so it is epsilon-DP,
+  and it never enumerates the grid: empty cells are found by rejection sampling of random cell
+  indices against the sorted non-empty set (grids of 10^12 cells need no allocation); when the
+  grid is not much larger than the data, the empty cells are enumerated instead (then O(n_cells)
+  is O(n)).
+
+  **Pure DP in the Real-RAM model only** (paper, end of Sec. 6; ``NOTES.md`` item 15). The
+  equivalence proof assumes exact real arithmetic: the binomial draw with a tiny ``p`` over
+  ``M ~ 10^12`` cells and the floating-point tail values are not exact on a finite computer,
+  and no linear-time pure-DP histogram is known in the Word-RAM model. The dense histogram with
+  two-sided geometric noise has no such caveat (integer noise, exact integers).
+
+Noise. ``noise="geometric"`` (the default everywhere in privclust, DESIGN "Noise: fast and
+sound"): two-sided geometric (discrete Laplace) with ``P(Z = z)`` proportional to
+``exp(-eps |z|)``, exact integers; the sparse threshold is then an integer ``k >= 1`` and the tail
+of an empty cell is ``k + Geom0(e^-eps)``, the **exact discrete tail** (the authors' code samples
+it with the continuous Laplace inverse, which is not the distribution of a discrete noisy count).
+``noise="laplace"``: continuous Laplace(1/eps) as in the paper (Mironov's floating-point caveat
+applies, see :mod:`privclust.privacy.mechanisms`); the tail above ``theta > 0`` is
+``theta + Exp(eps)``.
+
+Randomness is drawn only through ``_draw_*`` primitives: the noise through
+:mod:`privclust.privacy.mechanisms`' ``_draw_two_sided_geometric`` and ``_draw_laplace`` (looked up
+on that module at call time, so instrumented tests see every draw), and the three draws that
+module has no primitive for (the binomial count, uniform cell indices, a uniform subset) through
+``_draw_binomial``, ``_draw_cell_indices`` and ``_draw_choice`` below. The exponential tail is
+drawn as ``|Laplace(1/eps)|`` (exactly Exp(eps)); ``floor`` of it is exactly ``Geom0(e^-eps)``.
+
+Error bounds (:func:`neighbourhood_noise_bounds`, used by DP-DBSCAN): high-probability bounds on
+the sum of ``kappa`` released noisy counts (a cell's neighbourhood) minus the true sum,
+simultaneously for all ``n_cells`` cells (a union bound), with total failure probability ``beta``:
+
+* Laplace: Thm 2.9 / Sec. 7.1, ``Gamma_Lap = 2 sqrt(2)/eps max(sqrt(kappa ln(2|X|/beta)),
+  ln(2|X|/beta))`` (38.2 at eps = 1, beta = 1/3, kappa = 21, |X| = 1000);
+* geometric: the **exact** tail of the sum of ``kappa`` two-sided geometric variables (a difference
+  of two negative binomials), not Lemma 2.10's looser bound nor the Laplace one (NOTES item 13);
+* sparse: the sum is off by at most ``kappa * theta'`` below (a truncated cell had a noisy value
+  below ``theta``) plus the lower tail above; above, the error of every cell is at most the
+  positive part of its noise, so the upper bound is the exact tail of the sum of ``kappa``
+  positive parts. (Sec. 7.1 prints the symmetric ``kappa theta + Gamma_Lap``; its upper half
+  does not hold pathwise: dropping a truncated cell with very negative noise raises the sum.)
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from functools import lru_cache
+
+import numpy as np
+from scipy import optimize
+from scipy.stats import binom, nbinom
+from scipy.stats import gamma as gamma_dist
+
+from . import mechanisms as _mech
+from .budget import Release
+
+__all__ = [
+    "NOISES",
+    "dense_geometric_histogram",
+    "dense_histogram",
+    "dense_laplace_histogram",
+    "gamma_geometric",
+    "gamma_laplace",
+    "geometric_sum_sf",
+    "neighbourhood_noise_bounds",
+    "positive_part_sum_sf",
+    "release_dense_histogram",
+    "release_sparse_histogram",
+    "sparse_histogram",
+    "sparse_threshold",
+    "tail_probability",
+]
+
+NOISES = ("geometric", "laplace")
+
+#: Largest universe a flat int64 cell index may address.
+MAX_CELLS = 2**62
+#: Grids up to this many cells have their empty cells enumerated rather than rejection-sampled.
+_ENUMERATE_CELLS = 1 << 16
+#: Rejection-sampling batches are at most this long.
+_BATCH = 1 << 22
+#: Refuse to release more sampled empty cells than this (the threshold is far too low).
+_MAX_SAMPLED = 1 << 28
+
+
+# --------------------------------------------------------------------------- draw primitives
+def _draw_binomial(rng: np.random.Generator, n: int, p: float) -> int:
+    """m ~ Binomial(n, p): how many empty cells pass the threshold (Alg. 2 l. 7)."""
+    return int(rng.binomial(n, p))
+
+
+def _draw_cell_indices(rng: np.random.Generator, n_cells: int, size: int) -> np.ndarray:
+    """``size`` i.i.d. uniform cell indices in ``[0, n_cells)`` (rejection sampling, l. 8)."""
+    return rng.integers(0, n_cells, size=size, dtype=np.int64)
+
+
+def _draw_choice(rng: np.random.Generator, population: int, size: int) -> np.ndarray:
+    """A uniform ``size``-subset of ``range(population)`` in random order (no replacement)."""
+    return np.asarray(rng.choice(population, size=size, replace=False), dtype=np.int64)
+
+
+# --------------------------------------------------------------------------- checks
+def _check_eps(epsilon) -> float:
+    if isinstance(epsilon, bool) or not isinstance(epsilon, numbers.Real):
+        raise TypeError(f"epsilon must be a positive number, got {epsilon!r}")
+    if not (epsilon > 0) or not math.isfinite(epsilon):
+        raise ValueError(f"epsilon must be a positive finite number, got {epsilon!r}")
+    return float(epsilon)
+
+
+def _check_noise(noise) -> str:
+    if noise not in NOISES:
+        raise ValueError(f"noise must be one of {NOISES}, got {noise!r}")
+    return noise
+
+
+def _check_beta(beta) -> float:
+    if isinstance(beta, bool) or not isinstance(beta, numbers.Real) or not (0 < beta < 1):
+        raise ValueError(f"beta (failure probability) must be in (0, 1), got {beta!r}")
+    return float(beta)
+
+
+def _check_n_cells(n_cells) -> int:
+    if isinstance(n_cells, bool) or not isinstance(n_cells, numbers.Integral):
+        raise TypeError(f"n_cells must be an integer, got {n_cells!r}")
+    n_cells = int(n_cells)
+    if not 1 <= n_cells < MAX_CELLS:
+        raise ValueError(f"n_cells must be in [1, 2^62), got {n_cells}")
+    return n_cells
+
+
+def _check_kappa(kappa) -> int:
+    if isinstance(kappa, bool) or not isinstance(kappa, numbers.Integral) or kappa < 1:
+        raise ValueError(f"kappa must be a positive integer, got {kappa!r}")
+    return int(kappa)
+
+
+def _check_threshold(threshold, noise: str):
+    if isinstance(threshold, bool) or not isinstance(threshold, numbers.Real):
+        raise TypeError(f"threshold must be a number, got {threshold!r}")
+    if not (threshold > 0) or not math.isfinite(threshold):
+        raise ValueError(f"the sparse threshold must be positive and finite, got {threshold!r}")
+    if noise == "geometric":
+        if float(threshold) != math.floor(threshold):
+            raise ValueError(
+                f"with geometric (integer) noise the threshold must be an integer >= 1, got "
+                f"{threshold!r} (use sparse_threshold(...) to round it)"
+            )
+        return int(threshold)
+    return float(threshold)
+
+
+def _integer_counts(counts, name: str = "counts") -> np.ndarray:
+    c = np.asarray(counts)
+    if c.dtype == bool or not np.issubdtype(c.dtype, np.integer):
+        if np.issubdtype(c.dtype, np.floating) and np.all(np.isfinite(c)) and np.all(
+            c == np.floor(c)
+        ):
+            c = c.astype(np.int64)
+        else:
+            raise TypeError(f"{name} must be integer cell counts, got dtype {c.dtype}")
+    if c.size and c.min() < 0:
+        raise ValueError(f"{name} must be non-negative")
+    return c.astype(np.int64, copy=False)
+
+
+# --------------------------------------------------------------------------- dense histograms
+def dense_histogram(rng, counts, epsilon: float, noise: str = "geometric") -> np.ndarray:
+    """Noise on every cell: ``counts`` is the full grid (any shape), one entry per cell.
+
+    epsilon-DP under add/remove-one-record (L1 sensitivity 1; cells are disjoint). Geometric noise
+    returns int64, Laplace float64.
+    """
+    eps = _check_eps(epsilon)
+    noise = _check_noise(noise)
+    c = _integer_counts(counts)
+    if noise == "geometric":
+        return c + _mech._draw_two_sided_geometric(rng, eps, c.shape)
+    return c + _mech._draw_laplace(rng, 1.0 / eps, c.shape)
+
+
+def dense_geometric_histogram(rng, counts, epsilon: float) -> np.ndarray:
+    """:func:`dense_histogram` with two-sided geometric noise (exact integers)."""
+    return dense_histogram(rng, counts, epsilon, "geometric")
+
+
+def dense_laplace_histogram(rng, counts, epsilon: float) -> np.ndarray:
+    """:func:`dense_histogram` with Laplace(1/epsilon) noise (the paper's Thm 2.8)."""
+    return dense_histogram(rng, counts, epsilon, "laplace")
+
+
+# --------------------------------------------------------------------------- sparse histogram
+def sparse_threshold(n_cells: int, n_hat: float, epsilon: float, noise: str = "geometric"):
+    """The threshold of Thm 6.1, ``theta = ln(n_cells / n_hat) / epsilon``, from a **noisy or
+    public** record count ``n_hat`` (never the exact n: NOTES.md item 14).
+
+    ``n_hat`` is floored at 1 and theta at ``ln(2) / epsilon`` (Thm 6.1 needs theta > 0; the
+    sparse histogram is meant for ``n <= n_cells / 2``, where the floor is inactive). With
+    geometric noise the threshold is the integer ``ceil(theta)`` (>= 1). A larger threshold only
+    costs accuracy (Thm 6.1 holds for every theta > 0).
+    """
+    eps = _check_eps(epsilon)
+    noise = _check_noise(noise)
+    n_cells = _check_n_cells(n_cells)
+    n_ref = max(float(n_hat), 1.0)
+    theta = max(math.log(n_cells / n_ref), math.log(2.0)) / eps
+    if noise == "geometric":
+        return max(1, math.ceil(theta - 1e-12))
+    return theta
+
+
+def tail_probability(threshold, epsilon: float, noise: str = "geometric") -> float:
+    """``p = P(Z >= threshold)`` for one cell's noise (Alg. 2 l. 6).
+
+    Laplace: ``exp(-eps theta) / 2`` (theta > 0); geometric: ``q^k / (1 + q)`` with ``q = e^-eps``.
+    """
+    eps = _check_eps(epsilon)
+    noise = _check_noise(noise)
+    t = _check_threshold(threshold, noise)
+    if noise == "geometric":
+        return math.exp(-eps * t) / (1.0 + math.exp(-eps))
+    return 0.5 * math.exp(-eps * t)
+
+
+def _in_sorted(values: np.ndarray, sorted_ref: np.ndarray) -> np.ndarray:
+    """Membership of every value in a sorted unique array (vectorised binary search)."""
+    if sorted_ref.size == 0:
+        return np.zeros(values.shape, dtype=bool)
+    pos = np.searchsorted(sorted_ref, values)
+    pos[pos == sorted_ref.size] = sorted_ref.size - 1
+    return sorted_ref[pos] == values
+
+
+def _sample_empty_cells(rng, occupied: np.ndarray, n_cells: int, m: int,
+                        method: str = "auto") -> np.ndarray:
+    """``m`` cells drawn uniformly without replacement from the cells not in ``occupied``.
+
+    ``occupied`` is sorted and unique. ``method="rejection"`` draws i.i.d. uniform cell indices
+    and keeps, in draw order, the first ``m`` distinct ones that are not occupied: the accepted
+    sequence is a uniform ordered sample without replacement from the empty cells (batching
+    only changes how many draws are made at once, not which are kept). Expected cost
+    O(m n_cells / n_empty), no allocation per grid cell. ``method="enumerate"`` lists the empty
+    cells (O(n_cells)); ``"auto"`` enumerates when the grid has at most 2^16 cells or fewer than
+    4 (occupied + m), i.e. when that is O(n) anyway.
+    """
+    if m == 0:
+        return np.zeros(0, dtype=np.int64)
+    n_empty = n_cells - occupied.size
+    if m > n_empty:
+        raise ValueError(f"cannot sample {m} of {n_empty} empty cells")
+    if method == "auto":
+        small = n_cells <= max(_ENUMERATE_CELLS, 4 * (occupied.size + m))
+        method = "enumerate" if small else "rejection"
+    if method == "enumerate":
+        if n_cells > _MAX_SAMPLED:
+            raise ValueError(f"refusing to enumerate a grid of {n_cells} cells")
+        mask = np.ones(n_cells, dtype=bool)
+        mask[occupied] = False
+        empty = np.flatnonzero(mask)
+        return empty[_draw_choice(rng, n_empty, m)]
+    if method != "rejection":
+        raise ValueError(f"unknown empty-cell sampling method {method!r}")
+    chosen = np.zeros(0, dtype=np.int64)
+    chosen_sorted = chosen
+    while chosen.size < m:
+        need = m - chosen.size
+        accept = (n_empty - chosen.size) / n_cells
+        size = int(min(_BATCH, math.ceil(need / accept * 1.1) + 16))
+        cand = _draw_cell_indices(rng, n_cells, size)
+        cand = cand[~_in_sorted(cand, occupied)]
+        cand = cand[~_in_sorted(cand, chosen_sorted)]
+        _, first = np.unique(cand, return_index=True)  # first occurrence of every new cell
+        first.sort()
+        cand = cand[first[:need]]
+        chosen = np.concatenate([chosen, cand])
+        chosen_sorted = np.sort(chosen)
+    return chosen
+
+
+def sparse_histogram(rng, keys, counts, n_cells: int, epsilon: float, threshold,
+                     noise: str = "geometric", *, empty_sampling: str = "auto"):
+    """Linear-time pure-DP histogram (Alg. 2): only cells with a noisy value ``>= threshold``.
+
+    Parameters
+    ----------
+    keys : (m,) distinct int64 flat cell indices in ``[0, n_cells)``: the non-empty cells (cells
+        listed with count 0 are allowed and handled exactly like empty ones).
+    counts : (m,) their counts (non-negative integers).
+    n_cells : size of the universe (the whole grid), < 2^62.
+    threshold : ``theta > 0`` (Laplace) or an integer ``k >= 1`` (geometric); see
+        :func:`sparse_threshold` (its n must be noisy or public, NOTES item 14).
+    empty_sampling : "auto", "rejection" or "enumerate" (see :func:`_sample_empty_cells`).
+
+    Returns ``(cells, values)`` sorted by cell index: the released cells and their noisy values.
+    Distributed exactly as the dense histogram with values below the threshold dropped (Thm 6.1):
+    epsilon-DP in the Real-RAM model (module docstring). Expected output size
+    ``m + (n_cells - m) p``; with the threshold of :func:`sparse_threshold`, O(n).
+    """
+    eps = _check_eps(epsilon)
+    noise = _check_noise(noise)
+    n_cells = _check_n_cells(n_cells)
+    t = _check_threshold(threshold, noise)
+    keys = np.asarray(keys)
+    if keys.size and (keys.dtype == bool or not np.issubdtype(keys.dtype, np.integer)):
+        raise TypeError(f"keys must be integer cell indices, got dtype {keys.dtype}")
+    keys = keys.astype(np.int64, copy=False).ravel()
+    c = _integer_counts(counts).ravel()
+    if keys.shape != c.shape:
+        raise ValueError(f"keys ({keys.size}) and counts ({c.size}) differ in length")
+    order = np.argsort(keys, kind="stable")
+    keys, c = keys[order], c[order]
+    if keys.size:
+        if keys[0] < 0 or keys[-1] >= n_cells:
+            raise ValueError(f"cell indices must lie in [0, {n_cells})")
+        if (np.diff(keys) == 0).any():
+            raise ValueError("cell indices must be distinct (one count per cell)")
+
+    # lines 2-5: noise on the listed cells, keep those at or above the threshold
+    if noise == "geometric":
+        noisy = c + _mech._draw_two_sided_geometric(rng, eps, c.shape)
+    else:
+        noisy = c + _mech._draw_laplace(rng, 1.0 / eps, c.shape)
+    keep = noisy >= t
+    # lines 6-8: how many of the other cells pass, and which
+    n_other = n_cells - keys.size
+    p = tail_probability(t, eps, noise)
+    m = _draw_binomial(rng, n_other, p) if n_other > 0 else 0
+    if m > _MAX_SAMPLED:
+        raise ValueError(
+            f"the threshold {t} releases {m} empty cells; raise it (see sparse_threshold)"
+        )
+    sampled = _sample_empty_cells(rng, keys, n_cells, m, empty_sampling)
+    # lines 9-11: values from the tail above the threshold (exact; discrete for geometric)
+    expo = np.abs(_mech._draw_laplace(rng, 1.0 / eps, m))  # Exp(eps)
+    if noise == "geometric":
+        tail = t + np.floor(expo).astype(np.int64)  # k + Geom0(e^-eps): the exact discrete tail
+    else:
+        tail = t + expo
+    out_keys = np.concatenate([keys[keep], sampled])
+    out_vals = np.concatenate([noisy[keep], tail.astype(noisy.dtype, copy=False)])
+    order = np.argsort(out_keys, kind="stable")
+    return out_keys[order], out_vals[order]
+
+
+# --------------------------------------------------------------------------- ledger-bound API
+def _histogram_release(mechanism, target, epsilon, n_cells, noise, note) -> Release:
+    return Release(
+        mechanism,
+        target,
+        epsilon=float(epsilon),
+        sensitivity=1.0,
+        scale=1.0 / float(epsilon),
+        n_released=int(n_cells),
+        note=note,
+    )
+
+
+def release_dense_histogram(mech, counts, epsilon: float, *, noise: str = "geometric",
+                            target: str = "cell counts (dense histogram)", note: str = ""):
+    """:func:`dense_histogram` drawn from a :class:`~privclust.privacy.Mechanisms`' generator and
+    recorded in its ledger (one batch over all cells: parallel composition, cost epsilon)."""
+    out = dense_histogram(mech.rng, counts, epsilon, noise)
+    label = "two-sided geometric" if noise == "geometric" else "laplace"
+    mech.report.add(_histogram_release(
+        f"{label} (dense histogram)", target, epsilon, np.size(counts), noise,
+        note or "noise on every cell of the grid (empty ones included)",
+    ))
+    return out
+
+
+def release_sparse_histogram(mech, keys, counts, n_cells: int, epsilon: float, threshold, *,
+                             noise: str = "geometric",
+                             target: str = "cell counts (sparse histogram)", note: str = "",
+                             empty_sampling: str = "auto"):
+    """:func:`sparse_histogram` drawn from a :class:`~privclust.privacy.Mechanisms`' generator and
+    recorded in its ledger. The entry says that the guarantee holds in the Real-RAM model only
+    (NOTES item 15)."""
+    out = sparse_histogram(mech.rng, keys, counts, n_cells, epsilon, threshold, noise,
+                           empty_sampling=empty_sampling)
+    label = "two-sided geometric" if noise == "geometric" else "laplace"
+    extra = (f"threshold {threshold:.6g}; pure DP in the Real-RAM model only (NOTES 15); "
+             f"{out[0].size} of {n_cells} cells released")
+    mech.report.add(_histogram_release(
+        f"{label} (sparse histogram)", target, epsilon, n_cells, noise,
+        f"{note}; {extra}" if note else extra,
+    ))
+    return out
+
+
+# --------------------------------------------------------------------------- error bounds
+def gamma_laplace(epsilon: float, beta: float, kappa: int, n_cells: int) -> float:
+    """Sec. 7.1 / Thm 2.9 with a union bound over ``n_cells`` cells: with probability at least
+    ``1 - beta`` every sum of ``kappa`` Laplace(1/eps) noises is within
+    ``2 sqrt(2)/eps max(sqrt(kappa ln(2 n_cells/beta)), ln(2 n_cells/beta))`` of zero."""
+    eps, beta = _check_eps(epsilon), _check_beta(beta)
+    kappa = _check_kappa(kappa)
+    n_cells = int(n_cells)
+    if n_cells < 1:
+        raise ValueError("n_cells must be >= 1")
+    ln = math.log(2.0 * n_cells / beta)
+    return 2.0 * math.sqrt(2.0) / eps * max(math.sqrt(kappa * ln), ln)
+
+
+def _nb_cutoff(kappa: int, p: float, atol: float) -> int:
+    """Smallest b with P(NB(kappa, p) > b) <= atol (found by doubling)."""
+    b = max(1, int(nbinom.isf(atol, kappa, p)) if atol < 1 else 0)
+    while nbinom.sf(b, kappa, p) > atol:
+        b *= 2
+    return b
+
+
+def geometric_sum_sf(g: int, epsilon: float, kappa: int, atol: float = 0.0) -> float:
+    """``P(S >= g)`` for ``S`` the sum of ``kappa`` i.i.d. two-sided geometric(eps) noises, g >= 1.
+
+    ``S = A - B`` with ``A, B ~ NegBinomial(kappa, 1 - e^-eps)`` (each two-sided geometric is a
+    difference of two geometric variables), so ``P(S >= g) = sum_b P(B = b) P(A >= g + b)``. The
+    sum is cut where ``P(B > b) <= atol`` and that remainder is **added** (the result is an upper
+    bound, exact up to ``atol`` and floating-point rounding).
+    """
+    eps = _check_eps(epsilon)
+    kappa = _check_kappa(kappa)
+    g = int(g)
+    if g < 1:
+        raise ValueError("geometric_sum_sf needs g >= 1")
+    p = -math.expm1(-eps)
+    atol = float(atol) if atol > 0 else 1e-300
+    b_max = _nb_cutoff(kappa, p, atol)
+    b = np.arange(b_max + 1)
+    val = float(np.sum(nbinom.pmf(b, kappa, p) * nbinom.sf(g + b - 1, kappa, p)))
+    return val + float(nbinom.sf(b_max, kappa, p))
+
+
+def _smallest_int(pred, hi: int) -> int:
+    """Smallest integer g in [0, hi] with pred(g) true (pred monotone, pred(hi) true)."""
+    lo = -1
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if pred(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+@lru_cache(maxsize=512)
+def gamma_geometric(epsilon: float, beta: float, kappa: int, n_cells: int) -> int:
+    """Exact counterpart of :func:`gamma_laplace` for two-sided geometric noise (NOTES item 13).
+
+    The smallest integer ``Gamma`` with ``n_cells * P(|S| > Gamma) <= beta``, ``S`` the sum of
+    ``kappa`` two-sided geometric(eps) noises, from its exact tail (:func:`geometric_sum_sf`,
+    ``P(|S| > g) = 2 P(S >= g + 1)``). The search starts from the per-cell exact bound
+    ``kappa * gamma``, ``P(|Z| >= k) = 2 e^{-eps k} / (1 + e^{-eps})``, which it can only improve.
+    """
+    eps, beta = _check_eps(epsilon), _check_beta(beta)
+    kappa = _check_kappa(kappa)
+    target = beta / (2.0 * int(n_cells))
+    q = math.exp(-eps)
+    per_cell = math.ceil(math.log(2.0 * kappa * int(n_cells) / (beta * (1.0 + q))) / eps)
+    hi = kappa * max(per_cell, 1)
+
+    def ok(g: int) -> bool:
+        return geometric_sum_sf(g + 1, eps, kappa, atol=target * 1e-9) * (1 + 1e-9) <= target
+
+    return _smallest_int(ok, hi)
+
+
+def positive_part_sum_sf(g: float, epsilon: float, kappa: int,
+                         noise: str = "geometric") -> float:
+    """``P(sum_i max(Z_i, 0) > g)`` over ``kappa`` i.i.d. noises (exact).
+
+    ``K ~ Binomial(kappa, P(Z > 0))`` of the noises are positive; given K, the sum is
+    ``Gamma(K, 1/eps)`` (Laplace) or ``K + NegBinomial(K, 1 - e^-eps)`` (geometric).
+    """
+    eps = _check_eps(epsilon)
+    kappa = _check_kappa(kappa)
+    noise = _check_noise(noise)
+    k = np.arange(1, kappa + 1)
+    if noise == "laplace":
+        w = binom.pmf(k, kappa, 0.5)
+        return float(np.sum(w * gamma_dist.sf(g, k, scale=1.0 / eps)))
+    q = math.exp(-eps)
+    w = binom.pmf(k, kappa, q / (1.0 + q))
+    return float(np.sum(w * nbinom.sf(math.floor(g) - k, k, -math.expm1(-eps))))
+
+
+@lru_cache(maxsize=512)
+def _positive_part_quantile(epsilon: float, kappa: int, noise: str, target: float):
+    q = math.exp(-epsilon)
+    # union bound on the largest of kappa noises: an upper end for the search
+    per = math.log(kappa / (target * (1.0 + q))) / epsilon + 1.0
+    hi = kappa * max(per, 1.0)
+    if noise == "geometric":
+        return _smallest_int(
+            lambda g: positive_part_sum_sf(g, epsilon, kappa, noise) * (1 + 1e-9) <= target,
+            math.ceil(hi),
+        )
+    f = lambda g: positive_part_sum_sf(g, epsilon, kappa, noise) - target  # noqa: E731
+    if f(0.0) <= 0:
+        return 0.0
+    g = optimize.brentq(f, 0.0, hi, xtol=1e-12, rtol=1e-12)
+    return float(g) * (1 + 1e-9) + 1e-12
+
+
+@lru_cache(maxsize=512)
+def neighbourhood_noise_bounds(noise: str, epsilon: float, beta: float, kappa: int,
+                               n_cells: int, threshold=None) -> tuple:
+    """``(gamma_lower, gamma_upper)``: with probability ``>= 1 - beta``, for **every** cell X,
+    ``UB(X) - gamma_lower <= noisy sum over NB(X) <= UB(X) + gamma_upper``.
+
+    ``UB(X)`` is the true count of the ``kappa`` cells of X's neighbourhood; the noisy sum adds the
+    released values (0 for cells not released). Dense histogram (``threshold=None``): symmetric,
+    :func:`gamma_geometric` or :func:`gamma_laplace`. Sparse histogram: ``gamma_lower = kappa
+    theta' + Gamma`` (``theta'`` = the largest value a dropped cell can have: ``theta``, or ``k -
+    1`` for integer noise) and ``gamma_upper`` = the ``beta / (2 n_cells)`` quantile of the sum of
+    ``kappa`` positive parts (module docstring). A neighbourhood cut by the grid's border has
+    fewer than ``kappa`` terms; the bounds still hold (a sum of fewer independent symmetric
+    log-concave noises is more peaked, Birnbaum 1948).
+    """
+    noise = _check_noise(noise)
+    eps, beta = _check_eps(epsilon), _check_beta(beta)
+    kappa = _check_kappa(kappa)
+    n_cells = _check_n_cells(n_cells)
+    if noise == "geometric":
+        two_sided = gamma_geometric(eps, beta, kappa, n_cells)
+    else:
+        two_sided = gamma_laplace(eps, beta, kappa, n_cells)
+    if threshold is None:
+        return two_sided, two_sided
+    t = _check_threshold(threshold, noise)
+    dropped_max = t - 1 if noise == "geometric" else t
+    lower = kappa * dropped_max + two_sided  # one side of S at beta / (2 n_cells), by symmetry
+    upper = _positive_part_quantile(eps, kappa, noise, beta / (2.0 * n_cells))
+    return lower, upper

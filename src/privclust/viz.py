@@ -1,0 +1,294 @@
+"""Plots of fitted privclust models (needs matplotlib: ``pip install "privclust[plot]"``).
+
+* :func:`plot_clusters`: the data coloured by ``model.predict``, the private centres as large
+  markers (area proportional to the noisy size) and, for a 2-D DPM, the released split lines.
+* :func:`plot_split_tree`: DPM's split tree as a diagram (split rule and noisy count per node).
+* :func:`save_figure`: write a figure to PNG/PDF/SVG/...
+
+A plot of the data shows the *raw* points: it is for the data holder, not a private release
+(only the model is). matplotlib is imported lazily; without a display the Agg backend is used.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from .cluster._base import check_data
+
+__all__ = ["FIGURE_FORMATS", "check_figure_path", "plot_clusters", "plot_split_tree",
+           "require_matplotlib", "save_figure"]
+
+_INSTALL_HINT = 'plotting needs matplotlib: pip install "privclust[plot]"'
+#: File extensions :func:`save_figure` accepts (the formats of matplotlib's Agg-based backends).
+FIGURE_FORMATS = (".png", ".pdf", ".svg", ".svgz", ".jpg", ".jpeg", ".eps", ".ps", ".tif",
+                  ".tiff", ".webp")
+_SEED = 0  # fixed subsampling seed: the same picture every time
+
+
+def require_matplotlib():
+    """Import matplotlib (Agg backend when there is no display) or raise a clear ImportError."""
+    try:
+        import matplotlib
+    except ImportError:
+        raise ImportError(_INSTALL_HINT) from None
+    headless = (
+        sys.platform.startswith("linux")
+        and not os.environ.get("DISPLAY")
+        and not os.environ.get("WAYLAND_DISPLAY")
+    )
+    if headless and "matplotlib.pyplot" not in sys.modules and not os.environ.get("MPLBACKEND"):
+        matplotlib.use("Agg")
+    return matplotlib
+
+
+def _pyplot():
+    require_matplotlib()
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def check_figure_path(path: str | os.PathLike[str]) -> Path:
+    """Check (before any work is done) that a figure can be written to ``path``."""
+    path = Path(path)
+    if path.suffix.lower() not in FIGURE_FORMATS:
+        raise ValueError(
+            f"cannot write a figure to {path}: unknown image type {path.suffix or '(none)'!r}; "
+            f"use one of {', '.join(FIGURE_FORMATS)}"
+        )
+    if not path.parent.is_dir():
+        raise FileNotFoundError(
+            f"cannot write {path}: the folder {path.parent} does not exist; create it first"
+        )
+    return path
+
+
+def save_figure(fig, path: str | os.PathLike[str], *, dpi: int = 150, close: bool = False) -> Path:
+    """Write ``fig`` to ``path`` (format from the extension); ``close=True`` frees it after."""
+    path = check_figure_path(path)
+    fig.savefig(path, dpi=dpi, bbox_inches="tight")
+    if close:
+        _pyplot().close(fig)
+    return path
+
+
+# --------------------------------------------------------------------------------------------
+# plot_clusters
+# --------------------------------------------------------------------------------------------
+
+
+def _check_fitted(model):
+    if not hasattr(model, "cluster_centers_"):
+        raise ValueError(f"the {type(model).__name__} is not fitted; fit it (or load one) first")
+
+
+def _epsilon(model) -> float | None:
+    report = getattr(model, "privacy_report_", None)
+    if report is not None:
+        return float(report.planned.epsilon)
+    eps = getattr(model, "epsilon", None)
+    return float(eps) if eps is not None else None
+
+
+def _colours(k: int):
+    import matplotlib
+
+    cmap = matplotlib.colormaps["tab10" if k <= 10 else "tab20" if k <= 20 else "turbo"]
+    if k <= 20:
+        return [cmap(i % cmap.N) for i in range(max(k, 1))]
+    return [cmap(i / max(k - 1, 1)) for i in range(k)]
+
+
+def _split_segments(tree, dims):
+    """Line segments ((x0, y0), (x1, y1)) of every split of a 2-D tree, in plot coordinates."""
+    a, b = dims
+    segs = []
+    for i in range(tree.n_nodes):
+        f = tree.feature[i]
+        if f < 0:
+            continue
+        s = float(tree.threshold[i])
+        lo, hi = np.asarray(tree.box_lo[i], float), np.asarray(tree.box_hi[i], float)
+        if f == a:
+            segs.append(((s, lo[b]), (s, hi[b])))
+        elif f == b:
+            segs.append(((lo[a], s), (hi[a], s)))
+    return segs
+
+
+def plot_clusters(
+    X,
+    model,
+    ax=None,
+    dims=(0, 1),
+    max_points: int = 20000,
+    show_splits: bool = True,
+    feature_names=None,
+):
+    """Scatter of X coloured by ``model.predict(X)`` with the private centres on top.
+
+    Parameters
+    ----------
+    X : (n, d) data (at most ``max_points`` rows are drawn, a fixed-seed random subsample).
+    model : a fitted privclust estimator (``cluster_centers_``, ``predict``).
+    ax : matplotlib Axes to draw on (a new figure when None).
+    dims : the two features on the axes (ignored for d == 1: a strip plot with jitter).
+    show_splits : for a DPM on 1-D or 2-D data, draw the released split lines (for d > 2 a
+        split on a third feature has no line in the projection, so none are drawn).
+    feature_names : optional names of the d features, for the axis labels.
+
+    Returns the Axes. The points are raw data: the figure is not a private release.
+    """
+    _check_fitted(model)
+    plt = _pyplot()
+    X = check_data(X)
+    n, d = X.shape
+    centres = np.asarray(model.cluster_centers_, dtype=float)
+    if centres.ndim != 2 or centres.shape[1] != d:
+        raise ValueError(f"X has {d} feature(s); the model was fitted on {centres.shape[-1]}")
+    if d >= 2:
+        try:
+            a, b = (int(v) for v in dims)
+        except (TypeError, ValueError):
+            raise ValueError(
+                f"dims must be two feature indices, e.g. (0, 1); got {dims!r}"
+            ) from None
+        if a == b or not (0 <= a < d and 0 <= b < d):
+            raise ValueError(
+                f"dims must be two different feature indices in 0..{d - 1}; got {dims!r}"
+            )
+    else:
+        a, b = 0, None
+    if not (isinstance(max_points, int) and max_points > 0):
+        raise ValueError(f"max_points must be a positive int, got {max_points!r}")
+    names = list(feature_names) if feature_names is not None else [f"x{j}" for j in range(d)]
+    if len(names) != d:
+        raise ValueError(f"feature_names has {len(names)} names for {d} features")
+
+    rng = np.random.default_rng(_SEED)
+    if n > max_points:
+        idx = np.sort(rng.choice(n, size=max_points, replace=False))
+        Xs = X[idx]
+    else:
+        Xs = X
+    labels = np.asarray(model.predict(Xs))
+    k = centres.shape[0]
+    colours = _colours(k)
+
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(7, 6))
+    xs = Xs[:, a]
+    ys = Xs[:, b] if b is not None else rng.uniform(-1, 1, size=Xs.shape[0])
+    point_size = 4 if Xs.shape[0] > 5000 else 10
+    noise = labels < 0
+    if noise.any():
+        ax.scatter(xs[noise], ys[noise], s=point_size, c="lightgrey", linewidths=0,
+                   label="noise", rasterized=True)
+    pc = np.asarray(colours, dtype=float)[labels[~noise] % len(colours)]
+    ax.scatter(xs[~noise], ys[~noise], s=point_size, c=pc, linewidths=0, alpha=0.6,
+               rasterized=True)
+
+    if show_splits and d <= 2 and hasattr(model, "split_tree_"):
+        from matplotlib.collections import LineCollection
+
+        if b is None:  # 1-D strip plot: every split is a vertical line
+            tree = model.split_tree_
+            segs = [((float(tree.threshold[i]), -1.05), (float(tree.threshold[i]), 1.05))
+                    for i in range(tree.n_nodes) if tree.feature[i] >= 0]
+        else:
+            segs = _split_segments(model.split_tree_, (a, b))
+        if segs:
+            ax.add_collection(LineCollection(segs, colors="0.25", linewidths=1.0,
+                                             linestyles="--", zorder=2, label="private splits"))
+
+    if k:
+        sizes = np.asarray(getattr(model, "cluster_sizes_", np.ones(k)), dtype=float)
+        sizes = np.clip(sizes, 0, None)
+        area = 60 + 440 * sizes / max(sizes.max(), 1.0)
+        cy = centres[:, b] if b is not None else np.zeros(k)
+        ax.scatter(centres[:, a], cy, s=area, c=colours[:k], marker="o", edgecolors="black",
+                   linewidths=1.5, zorder=3, label="private centres (area ~ noisy size)")
+        ax.scatter(centres[:, a], cy, s=18, c="black", marker="x", zorder=4)
+
+    # Zoom on the data and centres (the public bounds can be much wider).
+    px = np.concatenate([xs, centres[:, a]])
+    py = np.concatenate([ys, centres[:, b] if b is not None else np.zeros(k)])
+    for lim, v in ((ax.set_xlim, px), (ax.set_ylim, py)):
+        lo, hi = float(v.min()), float(v.max())
+        pad = 0.05 * (hi - lo) if hi > lo else 1.0
+        lim(lo - pad, hi + pad)
+
+    ax.set_xlabel(names[a])
+    ax.set_ylabel(names[b] if b is not None else "(jitter)")
+    eps = _epsilon(model)
+    title = f"{type(model).__name__}: {k} cluster{'s' if k != 1 else ''}"
+    if eps is not None:
+        title += f", epsilon = {eps:g}"
+    if d > 2:
+        title += f"  (features {names[a]}, {names[b]} of {d})"
+    ax.set_title(title)
+    shown = f"{Xs.shape[0]:,} of {n:,} points" if n > Xs.shape[0] else f"{n:,} points"
+    ax.text(0.01, 0.01, f"{shown}: raw data, not private", transform=ax.transAxes,
+            fontsize=7, color="0.35", va="bottom")
+    ax.legend(loc="upper right", fontsize=8, framealpha=0.8, markerscale=0.6)
+    return ax
+
+
+# --------------------------------------------------------------------------------------------
+# plot_split_tree
+# --------------------------------------------------------------------------------------------
+
+
+def plot_split_tree(model, ax=None, feature_names=None):
+    """DPM's split tree: internal nodes show ``feature <= threshold``, leaves their cluster
+    index; every node shows its noisy count. Returns the Axes."""
+    _check_fitted(model)
+    tree = getattr(model, "split_tree_", None)
+    if tree is None:
+        raise ValueError(f"{type(model).__name__} has no split tree (only DPM models do)")
+    plt = _pyplot()
+    if ax is None:
+        n_leaves = max(len(tree.leaves()), 1)
+        fig, ax = plt.subplots(figsize=(max(6, 1.1 * n_leaves), 1.5 + 1.1 * max(tree.depth)))
+    d = int(getattr(model, "n_features_in_", 0)) or len(tree.box_lo[0])
+    names = list(feature_names) if feature_names is not None else [f"x{j}" for j in range(d)]
+
+    # In-order layout: leaves at consecutive x, parents centred over their children.
+    pos: dict[int, tuple[float, float]] = {}
+    next_x = [0.0]
+
+    def place(i: int) -> float:
+        if tree.is_leaf(i):
+            x = next_x[0]
+            next_x[0] += 1.0
+        else:
+            x = (place(tree.left[i]) + place(tree.right[i])) / 2.0
+        pos[i] = (x, -float(tree.depth[i]))
+        return x
+
+    if tree.n_nodes:
+        place(0)
+    for i in range(tree.n_nodes):
+        if not tree.is_leaf(i):
+            for c in (tree.left[i], tree.right[i]):
+                (x0, y0), (x1, y1) = pos[i], pos[c]
+                ax.plot([x0, x1], [y0, y1], color="0.5", lw=1, zorder=1)
+    colours = _colours(int(getattr(model, "n_clusters_", 0)) or 1)
+    for i, (x, y) in pos.items():
+        if tree.is_leaf(i):
+            c = colours[tree.leaf_index[i] % len(colours)] if tree.leaf_index[i] >= 0 else "w"
+            text = f"#{tree.leaf_index[i]}\nn~{tree.n_hat[i]}"
+        else:
+            c = "white"
+            text = f"{names[tree.feature[i]]} <= {tree.threshold[i]:.3g}\nn~{tree.n_hat[i]}"
+        ax.text(x, y, text, ha="center", va="center", fontsize=7, zorder=2,
+                bbox={"boxstyle": "round", "fc": c, "ec": "0.3", "alpha": 0.9})
+    ax.set_xlim(-0.7, max(next_x[0] - 0.3, 0.7))
+    ax.set_ylim(-max(tree.depth, default=0) - 0.6, 0.6)
+    ax.axis("off")
+    ax.set_title("DPM split tree (left: x <= threshold; n~ = noisy count)")
+    return ax
