@@ -10,9 +10,9 @@ the released count followed by the exponential mechanism, on neighbouring data s
 import numpy as np
 import pytest
 
-from _audit import assert_private, audit, categorical_events
+from _audit import assert_private, audit, categorical_events, threshold_events
 from privclust.cluster.dpm import DPM
-from privclust.privacy import exponential_mechanism, two_sided_geometric
+from privclust.privacy import exponential_mechanism, private_quantile, two_sided_geometric
 
 T, Q, ALPHA = 0.3, 1 / 12, 5.0
 N_BINS = 10  # candidates per dimension on [0, 1] (beta = 0.1)
@@ -79,3 +79,41 @@ def test_the_audit_catches_a_too_small_sensitivity():
     res = audit(_sampler(_X0, 0.5, 2.0, 0.1), _sampler(x1, 0.5, 2.0, 0.1), _EVENTS, 300_000,
                 seed=11)
     assert res.epsilon_lower > 2.5
+
+
+# ------------------------------------------------------------------ interval size with ties
+def _gap_quantile_sampler(x, eps):
+    """DPM's interval-size query on 1-D integer-valued data: most gaps are 0 (the floor atom)."""
+    gaps = np.diff(np.sort(x)) / 15.0
+
+    def run(rng, n):
+        return np.array([
+            private_quantile(rng, gaps, 0.65, 1e-12, 1.0, eps, 1.35, log_scale=True,
+                             floor_atom=1.0)
+            for _ in range(n)
+        ])
+
+    return run
+
+
+_INT_X0 = np.repeat(np.arange(0, 16, 3), [9, 1, 1, 1, 1, 9]).astype(float)
+_GAP_EVENTS = threshold_events([1e-12, 1e-9, 1e-6, 1e-3, 0.05, 0.1, 0.2, 0.4])
+
+
+@pytest.mark.parametrize("x_new", [0.0, 7.0, 15.0])
+def test_gap_quantile_with_floor_atom_is_private(x_new):
+    x1 = np.r_[_INT_X0, x_new]
+    res = assert_private(1.0, 0.0, _gap_quantile_sampler(_INT_X0, 1.0),
+                         _gap_quantile_sampler(x1, 1.0), _GAP_EVENTS, 6000, seed=5)
+    assert res.epsilon_lower < 1.0
+
+
+def test_floor_atom_returns_the_floor_when_the_quantile_is_a_tie():
+    gaps = np.r_[np.zeros(900), np.full(100, 1 / 15)]
+    rng = np.random.default_rng(0)
+    out = [private_quantile(rng, gaps, 0.65, 1e-12, 1.0, 1.0, 1.35, log_scale=True,
+                            floor_atom=1.0) for _ in range(200)]
+    assert np.mean(np.array(out) == 1e-12) > 0.99
+    without = [private_quantile(rng, gaps, 0.65, 1e-12, 1.0, 1.0, 1.35, log_scale=True)
+               for _ in range(200)]
+    assert np.mean(np.array(without) > 1e-9) > 0.3  # the atom is what pins the answer

@@ -334,7 +334,8 @@ class DPM(PrivateClusterMixin):
         gaps = engine.neighbour_gaps().T  # (d, n-1) float32, C-contiguous, ours to modify
         gaps /= width.astype(gaps.dtype)[:, None]  # fractions of each public range
         p_hat = mech.quantile(
-            gaps, _GAP_PERCENTILE, _GAP_FLOOR, 1.0, eps_int, overwrite_input=True,
+            gaps, _GAP_PERCENTILE, _GAP_FLOOR, 1.0, eps_int,
+            overwrite_input=True, floor_atom=1.0,
             sensitivity=(2.0 - _GAP_PERCENTILE) * d,
             target="65th percentile of neighbour gaps (interval size)",
             note="gaps of all features pooled, each over its public range; Alg. 2, NOTES 5",
@@ -354,7 +355,7 @@ class DPM(PrivateClusterMixin):
             sensitivity=(2.0 - _GAP_PERCENTILE) * d,
             target="65th percentile of neighbour gaps per node (adaptive interval size)",
             note="one quantile per node; nodes are disjoint; 001 Conclusion",
-            log_scale=True,
+            log_scale=True, floor_atom=1.0,
         )
         frac = np.array([
             _fraction_from_percentile(p, n, sigmas) for p, n in zip(p_hat, n_hat, strict=True)

@@ -207,6 +207,7 @@ def private_quantile(
     sensitivity: float = 1.0,
     log_scale: bool = False,
     overwrite_input: bool = False,
+    floor_atom: float = 0.0,
 ) -> float:
     """A private ``quantile`` of ``values`` in the public range ``[lo, hi]``.
 
@@ -226,6 +227,13 @@ def private_quantile(
     largest value) from outweighing the dense region around the target at small epsilon.
 
     ``overwrite_input=True`` clips and sorts a float ndarray in place (no copy of the values).
+
+    ``floor_atom > 0`` adds a point mass of that weight at ``lo`` to the base measure (still
+    data-independent). Its utility is the quantile utility for ties,
+    ``-max(q m - #{z <= lo}, 0)``, which moves by no more than the interval utilities (the
+    counts below and at ``lo`` move like any rank). Data with many values at the floor (DPM's
+    zero gaps on integer-valued features) then gets ``lo`` when its quantile is there, instead of
+    a log-uniform draw over the first non-empty interval.
     """
     eps = _check_eps(epsilon)
     if not lo < hi:
@@ -251,8 +259,12 @@ def private_quantile(
     else:
         z = np.sort(np.clip(z, lo, hi))
     rate = eps / (2.0 * float(sensitivity))
+    atom = None
+    if floor_atom > 0:
+        at_floor = int(np.searchsorted(z, lo, side="right"))
+        atom = math.log(floor_atom) - rate * max(quantile * z.size - at_floor, 0.0)
     out = _sample_quantile_interval(rng, z, float(lo), float(hi), quantile * z.size, rate,
-                                    log_scale)
+                                    log_scale, atom)
     return float(min(max(out, lo), hi))
 
 
@@ -294,7 +306,8 @@ def _quantile_block_weights(
     return edges, widths * factor
 
 
-def _sample_quantile_interval(rng, z, lo, hi, target, rate, log_scale=False) -> float:
+def _sample_quantile_interval(rng, z, lo, hi, target, rate, log_scale=False,
+                              log_atom=None) -> float:
     """Draw from the quantile mechanism's density in two stages (a block of intervals by its
     total weight, then an interval inside it, then a point inside that), each by inverse CDF.
     Exact in distribution; works block by block so no m-long float64 temporaries are made.
@@ -309,10 +322,16 @@ def _sample_quantile_interval(rng, z, lo, hi, target, rate, log_scale=False) -> 
 
     totals = np.array([block(a, b)[1].sum() for a, b in zip(starts, stops, strict=True)])
     log_space = not totals.max() > 1e-250  # all weights near underflow: work with logs
+    peak = 0.0
     if log_space:
         logs = [block(a, b, True)[1] for a, b in zip(starts, stops, strict=True)]
         peak = max(lg.max() for lg in logs)
         totals = np.array([np.exp(lg - peak).sum() for lg in logs])
+    if log_atom is not None:  # the point mass at lo competes with the blocks
+        atom_w = math.exp(min(log_atom - peak, 700.0))
+        u = _draw_uniform(rng, 0.0, totals.sum() + atom_w)
+        if u < atom_w:
+            return lo
     cdf = np.cumsum(totals)
     u = _draw_uniform(rng, 0.0, cdf[-1])
     k = min(int(np.searchsorted(cdf, u, side="right")), totals.size - 1)
@@ -390,11 +409,12 @@ class Mechanisms:
 
     def quantile(
         self, values, quantile, lo, hi, epsilon, sensitivity, *, target: str, note: str = "",
-        log_scale: bool = False, overwrite_input: bool = False,
+        log_scale: bool = False, overwrite_input: bool = False, floor_atom: float = 0.0,
     ) -> float:
         """Private quantile (exponential mechanism over gaps, Du et al. 2020 Alg. 4.3)."""
         out = private_quantile(
-            self.rng, values, quantile, lo, hi, epsilon, sensitivity, log_scale, overwrite_input
+            self.rng, values, quantile, lo, hi, epsilon, sensitivity, log_scale, overwrite_input,
+            floor_atom,
         )
         self.report.add(
             Release(
@@ -410,12 +430,13 @@ class Mechanisms:
 
     def quantiles(
         self, values_list, quantile, lo, hi, epsilon, sensitivity, *, target: str, note: str = "",
-        log_scale: bool = False,
+        log_scale: bool = False, floor_atom: float = 0.0,
     ) -> np.ndarray:
         """One private quantile per array of ``values_list``; the arrays come from disjoint
         subsets (parallel composition: one ledger entry, one epsilon)."""
         out = np.array([
-            private_quantile(self.rng, v, quantile, lo, hi, epsilon, sensitivity, log_scale)
+            private_quantile(self.rng, v, quantile, lo, hi, epsilon, sensitivity, log_scale,
+                             False, floor_atom)
             for v in values_list
         ])
         self.report.add(
