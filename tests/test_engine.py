@@ -89,3 +89,20 @@ def test_nearest_centre_stats(engine):
     for c in range(3):
         np.testing.assert_allclose(sums[c], X[lab == c].sum(axis=0), rtol=1e-10)
         np.testing.assert_allclose(mom[c], X[lab == c].T @ X[lab == c], rtol=1e-10)
+
+
+def test_gaussian_assignment_stats_match_brute_force(engine):
+    from scipy.stats import multivariate_normal
+
+    eng, X = engine
+    means = np.array([[0.5, 0.5, 0.0], [-0.5, -0.5, 0.0]])
+    covs = np.array([np.eye(3) * 0.1, np.diag([0.5, 0.2, 0.3])])
+    logw = np.log([0.3, 0.7])
+    counts, sums, mom = eng.gaussian_assignment_stats(means, np.linalg.cholesky(covs), logw)
+    ll = np.column_stack([multivariate_normal(means[c], covs[c]).logpdf(X) + logw[c]
+                          for c in range(2)])
+    lab = ll.argmax(axis=1)
+    np.testing.assert_array_equal(counts, np.bincount(lab, minlength=2))
+    for c in range(2):
+        np.testing.assert_allclose(sums[c], X[lab == c].sum(axis=0), rtol=1e-10)
+        np.testing.assert_allclose(mom[c], X[lab == c].T @ X[lab == c], rtol=1e-10)

@@ -87,6 +87,12 @@ class Engine(ABC):
         """
 
     @abstractmethod
+    def gaussian_assignment_stats(self, means, cov_cholesky, log_weights):
+        """Each record to its most likely component (``log_weights[k] + log N(x; means[k],
+        L_k L_k^T)``, ties to the lower index); per component exact ``counts`` (k,), ``sums``
+        (k, d) and ``sum x x^T`` (k, d, d)."""
+
+    @abstractmethod
     def nearest_centre_stats(self, centres, second_moments: bool = False):
         """Per nearest centre (Euclidean; ties to the lower index): exact ``counts`` (k,),
         ``sums`` (k, d) and, with ``second_moments``, ``sum x x^T`` (k, d, d)."""

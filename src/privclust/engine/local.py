@@ -231,6 +231,34 @@ class LocalEngine(Engine):
             return counts, sums, moments
         return counts, sums
 
+    def gaussian_assignment_stats(self, means, cov_cholesky, log_weights):
+        """Hard assignment to the most likely Gaussian component, then per component the exact
+        ``counts`` (k,), ``sums`` (k, d) and ``sum x x^T`` (k, d, d)."""
+        means = np.asarray(means, dtype=float)
+        chol = np.asarray(cov_cholesky, dtype=float)
+        log_weights = np.asarray(log_weights, dtype=float)
+        k, d = means.shape
+        counts = np.zeros(k, dtype=np.int64)
+        sums = np.zeros((k, d))
+        moments = np.zeros((k, d, d))
+        log_det = np.log(np.abs(np.diagonal(chol, axis1=1, axis2=2))).sum(axis=1)
+        for sl in self._chunks():
+            x = self.X[sl].astype(float)
+            score = np.empty((x.shape[0], k))
+            for c in range(k):  # a loop over components, vectorised over records
+                z = np.linalg.solve(chol[c], (x - means[c]).T)
+                score[:, c] = log_weights[c] - log_det[c] - 0.5 * (z * z).sum(axis=0)
+            lab = np.argmax(score, axis=1)
+            counts += np.bincount(lab, minlength=k)
+            order = np.argsort(lab, kind="stable")
+            edges = np.searchsorted(lab[order], np.arange(k + 1))
+            xs = x[order]
+            for c in range(k):
+                part = xs[edges[c] : edges[c + 1]]
+                sums[c] += part.sum(axis=0)
+                moments[c] += part.T @ part
+        return counts, sums, moments
+
     # k-means family ------------------------------------------------------------------
     def _nearest(self, x, centres, c2):
         g = x @ centres.T  # in place below: one (rows, k) temporary
