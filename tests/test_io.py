@@ -398,3 +398,20 @@ def test_parquet_without_pyarrow(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "pyarrow.parquet", None)
     with pytest.raises(ImportError, match=r"privclust\[parquet\]"):
         read_table(tmp_path / "t.parquet")
+
+
+def test_dpdbscan_round_trip(tmp_path):
+    from privclust import DPDBSCAN
+
+    rng = np.random.default_rng(0)
+    X = np.concatenate([rng.normal(-5, 0.5, (1500, 2)), rng.normal(5, 0.5, (1500, 2))])
+    model = DPDBSCAN(epsilon=1.0, eps=0.8, min_samples=10, bounds=(-10, 10),
+                     random_state=0).fit(X)
+    path = tmp_path / "spans.json"
+    pio.save_model(model, path)
+    back = pio.load_model(path)
+    assert type(back).__name__ == "DPDBSCAN"
+    np.testing.assert_array_equal(back.predict(X), model.labels_)
+    assert back.n_clusters_ == model.n_clusters_ == 2
+    stored = json.loads(path.read_text())
+    assert "labels_" not in stored["model"] and stored["params"]["random_state"] != 0

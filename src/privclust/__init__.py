@@ -5,7 +5,7 @@
 >>> model.cluster_centers_, model.privacy_report_                        # doctest: +SKIP
 """
 
-from .cluster import DPM, SplitTree, data_bounds
+from .cluster import DPDBSCAN, DPM, SplitTree, data_bounds
 from .privacy import (
     Accountant,
     Budget,
@@ -17,6 +17,7 @@ from .privacy import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "DPDBSCAN",
     "DPM",
     "Accountant",
     "Budget",

@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from .cluster import DPM, SplitTree
+from .cluster import DPDBSCAN, DPM, SplitTree
 from .privacy import Budget, PrivacyReport, Release
 
 __all__ = [
@@ -327,6 +327,16 @@ def _dpm_load(est: DPM, m: dict) -> None:
 
 
 register_model("DPM", DPM, _dpm_dump, _dpm_load)
+
+
+def _dbscan_load(est, m: dict) -> None:
+    fitted = DPDBSCAN.from_dict(m)
+    for key, value in vars(fitted).items():
+        if key.endswith("_") or key.startswith("_core"):
+            setattr(est, key, value)
+
+
+register_model("DPDBSCAN", DPDBSCAN, lambda model: model.to_dict(), _dbscan_load)
 
 
 # --------------------------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from ._base import data_bounds
 from ._tree import SplitTree
+from .dbscan import DPDBSCAN
 from .dpm import DPM
 
-__all__ = ["DPM", "SplitTree", "data_bounds"]
+__all__ = ["DPDBSCAN", "DPM", "SplitTree", "data_bounds"]

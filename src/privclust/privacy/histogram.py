@@ -96,6 +96,8 @@ MAX_CELLS = 2**62
 _ENUMERATE_CELLS = 1 << 16
 #: Rejection-sampling batches are at most this long.
 _BATCH = 1 << 22
+#: Dense histograms draw their noise in blocks of this many cells.
+_DENSE_BLOCK = 1 << 20
 #: Refuse to release more sampled empty cells than this (the threshold is far too low).
 _MAX_SAMPLED = 1 << 28
 
@@ -167,7 +169,7 @@ def _check_threshold(threshold, noise: str):
     return float(threshold)
 
 
-def _integer_counts(counts, name: str = "counts") -> np.ndarray:
+def _integer_counts(counts, name: str = "counts", keep_dtype: bool = False) -> np.ndarray:
     c = np.asarray(counts)
     if c.dtype == bool or not np.issubdtype(c.dtype, np.integer):
         if np.issubdtype(c.dtype, np.floating) and np.all(np.isfinite(c)) and np.all(
@@ -178,7 +180,7 @@ def _integer_counts(counts, name: str = "counts") -> np.ndarray:
             raise TypeError(f"{name} must be integer cell counts, got dtype {c.dtype}")
     if c.size and c.min() < 0:
         raise ValueError(f"{name} must be non-negative")
-    return c.astype(np.int64, copy=False)
+    return c if keep_dtype else c.astype(np.int64, copy=False)
 
 
 # --------------------------------------------------------------------------- dense histograms
@@ -186,14 +188,22 @@ def dense_histogram(rng, counts, epsilon: float, noise: str = "geometric") -> np
     """Noise on every cell: ``counts`` is the full grid (any shape), one entry per cell.
 
     epsilon-DP under add/remove-one-record (L1 sensitivity 1; cells are disjoint). Geometric noise
-    returns int64, Laplace float64.
+    returns int64, Laplace float64. The noise is drawn in blocks of 2^20 cells (one draw per
+    block) so temporary memory stays bounded on large grids.
     """
     eps = _check_eps(epsilon)
     noise = _check_noise(noise)
-    c = _integer_counts(counts)
-    if noise == "geometric":
-        return c + _mech._draw_two_sided_geometric(rng, eps, c.shape)
-    return c + _mech._draw_laplace(rng, 1.0 / eps, c.shape)
+    c = _integer_counts(counts, keep_dtype=True)
+    out = np.empty(c.shape, dtype=np.int64 if noise == "geometric" else np.float64)
+    flat_c, flat_out = c.reshape(-1), out.reshape(-1)
+    for start in range(0, flat_c.size, _DENSE_BLOCK):
+        block = flat_c[start : start + _DENSE_BLOCK]
+        if noise == "geometric":
+            z = _mech._draw_two_sided_geometric(rng, eps, block.shape)
+        else:
+            z = _mech._draw_laplace(rng, 1.0 / eps, block.shape)
+        np.add(block, z, out=flat_out[start : start + block.size])
+    return out
 
 
 def dense_geometric_histogram(rng, counts, epsilon: float) -> np.ndarray:
@@ -361,6 +371,8 @@ def sparse_histogram(rng, keys, counts, n_cells: int, epsilon: float, threshold,
 
 # --------------------------------------------------------------------------- ledger-bound API
 def _histogram_release(mechanism, target, epsilon, n_cells, noise, note) -> Release:
+    """One ledger entry for a whole histogram (mechanism names fit the report's column:
+    "geometric, dense hist" = two-sided geometric noise on every cell, etc.)."""
     return Release(
         mechanism,
         target,
@@ -377,9 +389,9 @@ def release_dense_histogram(mech, counts, epsilon: float, *, noise: str = "geome
     """:func:`dense_histogram` drawn from a :class:`~privclust.privacy.Mechanisms`' generator and
     recorded in its ledger (one batch over all cells: parallel composition, cost epsilon)."""
     out = dense_histogram(mech.rng, counts, epsilon, noise)
-    label = "two-sided geometric" if noise == "geometric" else "laplace"
+    label = "geometric" if noise == "geometric" else "laplace"
     mech.report.add(_histogram_release(
-        f"{label} (dense histogram)", target, epsilon, np.size(counts), noise,
+        f"{label}, dense hist", target, epsilon, np.size(counts), noise,
         note or "noise on every cell of the grid (empty ones included)",
     ))
     return out
@@ -394,11 +406,11 @@ def release_sparse_histogram(mech, keys, counts, n_cells: int, epsilon: float, t
     (NOTES item 15)."""
     out = sparse_histogram(mech.rng, keys, counts, n_cells, epsilon, threshold, noise,
                            empty_sampling=empty_sampling)
-    label = "two-sided geometric" if noise == "geometric" else "laplace"
+    label = "geometric" if noise == "geometric" else "laplace"
     extra = (f"threshold {threshold:.6g}; pure DP in the Real-RAM model only (NOTES 15); "
              f"{out[0].size} of {n_cells} cells released")
     mech.report.add(_histogram_release(
-        f"{label} (sparse histogram)", target, epsilon, n_cells, noise,
+        f"{label}, sparse hist", target, epsilon, n_cells, noise,
         f"{note}; {extra}" if note else extra,
     ))
     return out
