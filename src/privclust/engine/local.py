@@ -189,22 +189,35 @@ class LocalEngine(Engine):
         n, d = self.X.shape
         if n == 0:
             return np.zeros((0, d), dtype=np.int64), np.zeros(0, dtype=np.int64)
-        idx = np.floor((self.X - origin) / cell_width).astype(np.int64)
-        lo = idx.min(axis=0)
-        span = idx.max(axis=0) - lo + 1
-        # One int64 key per record when the occupied index box fits in 63 bits (the usual
-        # case); rows of indices otherwise.
-        if float(np.prod(span.astype(float))) < 2.0**62:
-            strides = np.cumprod(np.r_[1, span[:0:-1]])[::-1]
-            keys = (idx - lo) @ strides
-            ukeys, counts = np.unique(keys, return_counts=True)
-            cells = np.empty((ukeys.size, d), dtype=np.int64)
-            rest = ukeys
-            for j in range(d):
-                cells[:, j], rest = np.divmod(rest, strides[j])
-            cells += lo
+        # Records are clipped to the public bounds, so the index box comes from them (no pass
+        # over the data to find it).
+        lo = np.floor((self.bounds[:, 0] - origin) / cell_width).astype(np.int64)
+        hi = np.floor((self.bounds[:, 1] - origin) / cell_width).astype(np.int64)
+        span = hi - lo + 1
+        if float(np.prod(span.astype(float))) >= 2.0**62:  # keys would overflow: rows
+            idx = np.floor((self.X - origin) / cell_width).astype(np.int64)
+            cells, counts = np.unique(idx, axis=0, return_counts=True)
             return cells, counts.astype(np.int64)
-        cells, counts = np.unique(idx, axis=0, return_counts=True)
+        strides = np.cumprod(np.r_[1, span[:0:-1]])[::-1].astype(np.int64)
+        total = int(np.prod(span))
+        keys = np.empty(n, dtype=np.int32 if total < 2**31 else np.int64)
+        for sl in self._chunks():  # one integer key per record, chunk by chunk
+            idx = np.floor((self.X[sl] - origin) / cell_width).astype(np.int64)
+            idx -= lo
+            np.clip(idx, 0, span - 1, out=idx)
+            keys[sl] = idx @ strides
+        if total <= max(4 * n, 1 << 24):  # one bincount over the box beats sorting the keys
+            acc = np.bincount(keys, minlength=total)
+            del keys
+            ukeys = np.flatnonzero(acc)
+            counts = acc[ukeys]
+        else:
+            ukeys, counts = np.unique(keys, return_counts=True)
+        cells = np.empty((ukeys.size, d), dtype=np.int64)
+        rest = ukeys
+        for j in range(d):
+            cells[:, j], rest = np.divmod(rest, strides[j])
+        cells += lo
         return cells, counts.astype(np.int64)
 
     def nearest_centre_stats(self, centres, second_moments=False):
