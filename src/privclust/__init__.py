@@ -5,7 +5,15 @@
 >>> model.cluster_centers_, model.privacy_report_                        # doctest: +SKIP
 """
 
-from .cluster import DPDBSCAN, DPM, SplitTree, data_bounds
+from .cluster import (
+    DPDBSCAN,
+    DPM,
+    DPLloyd,
+    KMeansGuarantee,
+    SplitTree,
+    SubClustering,
+    data_bounds,
+)
 from .privacy import (
     Accountant,
     Budget,
@@ -20,6 +28,9 @@ __all__ = [
     "DPDBSCAN",
     "DPM",
     "Accountant",
+    "DPLloyd",
+    "KMeansGuarantee",
+    "SubClustering",
     "Budget",
     "BudgetExceededError",
     "PrivacyLeakWarning",
