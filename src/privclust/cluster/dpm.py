@@ -117,7 +117,9 @@ class DPM(PrivateClusterMixin):
       ``(2 - 0.65) d``. The codebook is closed-form (:func:`gap_percentile_constant`), so
       ``sigma = p_hat n_hat / c`` as a *fraction of each range* and ``beta = sigma / 2``. The
       quantile ranks the raw gaps but weighs outputs on a log scale (gaps span orders of
-      magnitude; see :func:`~privclust.privacy.private_quantile`);
+      magnitude; see :func:`~privclust.privacy.private_quantile`) with a point mass at the
+      floor ``1e-12`` for tied values (zero gaps of integer-valued features: without it the
+      estimate jumped between the finest and the coarsest grid on UCI Letter);
       ``sigmas`` (fractions of the range) restricts sigma to candidates as in Alg. 2 l. 9.
     * Score sensitivity from the *released* count (NOTES 10b; ``count_shift=False``, default).
       Proof: the scores of Defs. 5-7 use the released ``n_hat`` of the node, which is public once
