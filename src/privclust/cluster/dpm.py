@@ -31,7 +31,7 @@ PAPER_BUDGET_SPLIT = (0.04, 0.18, 0.18, 0.6)  # Sec. 6.1
 # DPM section and benchmarks/dpm.py: 20/20 Synth-10d runs exact vs 14/20 with the paper's).
 DEFAULT_BUDGET_SPLIT = (0.04, 0.18, 0.36, 0.42)
 _GAP_PERCENTILE = 0.65  # Alg. 2 uses the 65th percentile of neighbour gaps
-_MAX_BINS = 512  # at most this many split candidates per dimension
+_MAX_BINS = 256  # at most this many split candidates per dimension
 _GAP_FLOOR = 1e-12  # gaps (fractions of a range) are ranked in [1e-12, 1] on a log scale
 
 

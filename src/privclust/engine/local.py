@@ -115,7 +115,8 @@ class LocalEngine(Engine):
         bins = None if per_group else self._bins(lo, width, n_bins)
         key_dtype = np.int32 if size < 2**31 else np.int64
         offsets = (np.arange(d, dtype=key_dtype) * n_bins)[None, :]
-        out = np.zeros(size, dtype=np.int64)
+        # int32 counts when no bin can overflow: halves the (groups, d, bins) array
+        out = np.zeros(size, dtype=np.int32 if n < 2**31 else np.int64)
         g = grouping.group
         for sl in self._chunks():
             gs = g[sl]
@@ -133,7 +134,7 @@ class LocalEngine(Engine):
                 gs, b = gs[keep], b[keep]
             keys = np.add(b, offsets, dtype=key_dtype)  # (dimension, bin) key in one pass
             keys += (gs.astype(key_dtype) * (d * n_bins))[:, None]
-            out += np.bincount(keys.ravel(), minlength=size)
+            out += np.bincount(keys.ravel(), minlength=size).astype(out.dtype, copy=False)
         return out.reshape(n_groups, d, n_bins)
 
     def centred_sums(self, grouping, centres) -> np.ndarray:

@@ -261,7 +261,8 @@ def private_quantile(
     rate = eps / (2.0 * float(sensitivity))
     atom = None
     if floor_atom > 0:
-        at_floor = int(np.searchsorted(z, lo, side="right"))
+        # the key in z's own dtype: a float64 key would make NumPy copy a float32 z
+        at_floor = int(np.searchsorted(z, z.dtype.type(lo), side="right"))
         atom = math.log(floor_atom) - rate * max(quantile * z.size - at_floor, 0.0)
     out = _sample_quantile_interval(rng, z, float(lo), float(hi), quantile * z.size, rate,
                                     log_scale, atom)
