@@ -117,3 +117,10 @@ def test_floor_atom_returns_the_floor_when_the_quantile_is_a_tie():
     without = [private_quantile(rng, gaps, 0.65, 1e-12, 1.0, 1.0, 1.35, log_scale=True)
                for _ in range(200)]
     assert np.mean(np.array(without) > 1e-9) > 0.3  # the atom is what pins the answer
+
+
+def test_floor_atom_far_heavier_than_every_interval_does_not_overflow():
+    gaps = np.r_[np.zeros(200_000), np.full(10, 0.5)]
+    out = private_quantile(np.random.default_rng(0), gaps, 0.65, 1e-12, 1.0, 50.0, 1.35,
+                           log_scale=True, floor_atom=1.0)
+    assert out == 1e-12

@@ -415,3 +415,18 @@ def test_dpdbscan_round_trip(tmp_path):
     assert back.n_clusters_ == model.n_clusters_ == 2
     stored = json.loads(path.read_text())
     assert "labels_" not in stored["model"] and stored["params"]["random_state"] != 0
+
+
+def test_mixture_and_morse_round_trip(tmp_path):
+    from privclust import DPGaussianMixture, MorseMerging
+
+    rng = np.random.default_rng(1)
+    X = np.concatenate([rng.normal(c, 1.0, (1200, 2)) for c in (-6.0, 0.0, 6.0)])
+    mix = DPGaussianMixture(n_components=4, epsilon=2.0, bounds=(-15, 15), random_state=0).fit(X)
+    merged = MorseMerging(mix, n_clusters=3).fit(X)
+    for model in (mix, merged):
+        path = tmp_path / f"{type(model).__name__}.json"
+        pio.save_model(model, path)
+        back = pio.load_model(path)
+        np.testing.assert_array_equal(back.predict(X), model.predict(X))
+        assert "base_estimator" not in json.loads(path.read_text())["params"]

@@ -357,3 +357,12 @@ def test_predict_before_fit_and_wrong_width():
                                                                                       (30, 2)))
     with pytest.raises(ValueError, match="features"):
         m.predict([[0.1, 0.2, 0.3]])
+
+
+def test_sphere_packing_with_unequal_widths_that_round_badly():
+    from privclust.cluster.lloyd import sphere_packing_init
+
+    bounds = np.array([[0.1, 0.7], [-3.0, 1100.9], [0.3, 0.9]])
+    centres = sphere_packing_init(np.random.default_rng(0), bounds, 5)
+    assert centres.shape == (5, 3)
+    assert (centres >= bounds[:, 0]).all() and (centres <= bounds[:, 1]).all()

@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from .cluster import DPDBSCAN, DPM, SplitTree
+from .cluster import DPDBSCAN, DPM, DPGaussianMixture, MorseMerging, SplitTree
 from .privacy import Budget, PrivacyReport, Release
 
 __all__ = [
@@ -63,7 +63,8 @@ FORMAT = "privclust-model"
 #: Newest format version this module writes and reads.
 VERSION = 1
 
-_NOT_SAVED_PARAMS = ("accountant",)  # a shared ledger object, not a parameter of the release
+# a shared ledger object and an estimator object: not parameters of the release
+_NOT_SAVED_PARAMS = ("accountant", "base_estimator")
 _SEED_RE = re.compile(r"seed=\s*-?\d+")
 
 
@@ -227,7 +228,8 @@ def _params_from_dict(cls: type, params: dict) -> dict:
             f"unknown parameter(s) {', '.join(map(repr, unknown))} for {cls.__name__}; the file "
             "may come from a different privclust version"
         )
-    out = {k: _tuples(v) for k, v in params.items() if k not in ("random_state", "accountant")}
+    out = {k: _tuples(v) for k, v in params.items()
+           if k not in ("random_state", *_NOT_SAVED_PARAMS)}
     # The seed is never stored: a loaded (and possibly refitted) model uses secure randomness.
     out["random_state"] = None
     return out
@@ -337,6 +339,10 @@ def _dbscan_load(est, m: dict) -> None:
 
 
 register_model("DPDBSCAN", DPDBSCAN, lambda model: model.to_dict(), _dbscan_load)
+register_model("DPGaussianMixture", DPGaussianMixture, lambda model: model.to_dict(),
+               lambda est, m: est.from_dict(m))
+register_model("MorseMerging", MorseMerging, lambda model: model.to_dict(),
+               lambda est, m: est.from_dict(m))
 
 
 # --------------------------------------------------------------------------------------------

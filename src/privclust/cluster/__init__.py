@@ -6,12 +6,16 @@ from .convergent import KMeansGuarantee, SubClustering
 from .dbscan import DPDBSCAN
 from .dpm import DPM
 from .lloyd import DPLloyd
+from .mixture import DPGaussianMixture
+from .morse import MorseMerging
 
 __all__ = [
     "DPDBSCAN",
+    "DPGaussianMixture",
     "DPM",
     "DPLloyd",
     "KMeansGuarantee",
+    "MorseMerging",
     "SplitTree",
     "SubClustering",
     "data_bounds",

@@ -93,7 +93,8 @@ def sphere_packing_init(generator: np.random.Generator, bounds: np.ndarray, k: i
         placed = 0
         while placed < k:
             # data-independent randomness: uniform draws in the public bounds
-            cand = generator.uniform(lo + a, hi - a, size=(max_retries, d))
+            # max(): rounding can put lo + a above hi - a on the narrowest side
+            cand = generator.uniform(lo + a, np.maximum(hi - a, lo + a), size=(max_retries, d))
             if placed:
                 dist2 = ((cand[:, None, :] - centres[None, :placed, :]) ** 2).sum(axis=2)
                 ok = np.flatnonzero(dist2.min(axis=1) >= (2.0 * a) ** 2)

@@ -329,9 +329,11 @@ def _sample_quantile_interval(rng, z, lo, hi, target, rate, log_scale=False,
         peak = max(lg.max() for lg in logs)
         totals = np.array([np.exp(lg - peak).sum() for lg in logs])
     if log_atom is not None:  # the point mass at lo competes with the blocks
-        atom_w = math.exp(min(log_atom - peak, 700.0))
-        u = _draw_uniform(rng, 0.0, totals.sum() + atom_w)
-        if u < atom_w:
+        # P(atom) = a / (a + T), computed from logs: a and T can be far apart in scale
+        log_total = math.log(totals.sum()) + peak if totals.sum() > 0 else -math.inf
+        gap = log_total - log_atom
+        p_atom = 1.0 if gap < -745 else 0.0 if gap > 745 else 1.0 / (1.0 + math.exp(gap))
+        if _draw_uniform(rng, 0.0, 1.0) < p_atom:
             return lo
     cdf = np.cumsum(totals)
     u = _draw_uniform(rng, 0.0, cdf[-1])

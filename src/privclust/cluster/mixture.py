@@ -1,0 +1,567 @@
+"""DPMoG-hard: a differentially private Gaussian mixture by hard EM, and private covariances for
+centre-only models.
+
+Byun, Choi, Lee, "Improving the Utility of Differentially Private Clustering through Dynamical
+Processing" (``shared/papers/000``), Alg. 2 and Sec. 5.1.2, with the corrections of
+``shared/papers/NOTES.md`` items 19-22.
+
+Both releases here work on the data mapped to ``[-1, 1]^D`` through the **public** bounds
+(``u = (x - mid) / half``, after clipping to the bounds), so every record contributes a count of 1,
+a sum ``u`` with ``|u_i| <= 1`` and a second moment ``u u^T`` with entries in ``[-1, 1]``. What is
+released per component is the uncentred triple (count, sum, upper triangle of ``sum u u^T``)
+(NOTES 19); means, weights and covariances are post-processing.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import warnings
+
+import numpy as np
+from scipy.special import logsumexp
+
+from ..engine import LocalEngine
+from ..privacy import Budget, Mechanisms, resolve_random_state
+from ._base import (
+    PrivateClusterMixin,
+    check_bounds,
+    check_data,
+    check_delta,
+    check_epsilon,
+)
+from .lloyd import public_init
+
+__all__ = [
+    "DPGaussianMixture",
+    "mixture_log_terms",
+    "private_centre_covariances",
+    "repair_covariances",
+    "zcdp_rho",
+    "zcdp_sigma",
+]
+
+_LOG_2PI = math.log(2.0 * math.pi)
+N_HAT_SHARE = 0.02  # share of epsilon for the noisy n behind delta=None (1 / n_hat^1.5)
+
+
+# --------------------------------------------------------------------------- calibration
+def paper_r(d: int) -> int:
+    """``r = 1 + 3D + 2D^2``: squared L2 sensitivity of one component's (count, sum, upper
+    triangle of sum x x^T) with the paper's per-coordinate sensitivities (1; 2; 1 on the diagonal
+    and 2 off it) (Prop. 5.1, NOTES 21)."""
+    return 1 + 3 * d + 2 * d * d
+
+
+def add_remove_r(d: int) -> int:
+    """``1 + D + D(D + 1)/2``: the same squared L2 sensitivity under add/remove-one-record
+    neighbours with records in ``[-1, 1]^D`` (count 1, each sum coordinate, diagonal and
+    off-diagonal entry at most 1 in absolute value). Always ``<= paper_r(D)``."""
+    return 1 + d + d * (d + 1) // 2
+
+
+def zcdp_rho(epsilon: float, delta: float) -> float:
+    """The rho whose Bun-Steinke conversion ``rho + 2 sqrt(rho log(1/delta))`` equals epsilon:
+    ``rho = (sqrt(log(1/delta) + eps) - sqrt(log(1/delta)))^2`` (Remark 3.2 solved for rho)."""
+    L = math.log(1.0 / delta)
+    return (math.sqrt(L + epsilon) - math.sqrt(L)) ** 2
+
+
+def zcdp_sigma(epsilon: float, delta: float, r: float, n_iter: int) -> float:
+    """Alg. 2 l. 4 (NOTES 21): ``sigma = sqrt(r tau / 2) (sqrt(log(1/delta) + eps) +
+    sqrt(log(1/delta))) / eps``. Equal to ``sqrt(r tau / (2 rho))`` with :func:`zcdp_rho`: tau
+    releases of L2 sensitivity ``sqrt(r)`` at this sigma are ``rho``-zCDP in total, hence
+    ``(eps, delta)``-DP (Remarks 3.2, 3.4, 3.5)."""
+    L = math.log(1.0 / delta)
+    return math.sqrt(r * n_iter / 2.0) * (math.sqrt(L + epsilon) + math.sqrt(L)) / epsilon
+
+
+# --------------------------------------------------------------------------- mixture maths
+def _triu(d: int):
+    return np.triu_indices(d)
+
+
+def sym_from_triu(v: np.ndarray, d: int) -> np.ndarray:
+    """(..., D(D+1)/2) upper-triangle vectors -> (..., D, D) symmetric matrices (``sym``)."""
+    iu = _triu(d)
+    out = np.zeros(v.shape[:-1] + (d, d))
+    out[..., iu[0], iu[1]] = v
+    out[..., iu[1], iu[0]] = v
+    return out
+
+
+def repair_covariances(cov, floor, ceiling=None):
+    """Symmetrise and clip every eigenvalue to ``[floor, ceiling]`` (post-processing of a noisy
+    covariance: a noisy matrix may be indefinite or singular). ``floor`` scalar or (k,)."""
+    cov = np.asarray(cov, dtype=float)
+    cov = 0.5 * (cov + np.swapaxes(cov, -1, -2))
+    if not np.isfinite(cov).all():
+        raise ValueError("covariances hold non-finite values")
+    w, v = np.linalg.eigh(cov)
+    floor = np.asarray(floor, dtype=float)
+    if floor.ndim == 1:
+        floor = floor[:, None]
+    w = np.maximum(w, floor)
+    if ceiling is not None:
+        w = np.minimum(w, ceiling)
+    return np.einsum("...ij,...j,...kj->...ik", v, w, v)
+
+
+def mixture_log_terms(X, weights, means, covariances):
+    """``log(pi_k N(x; mu_k, Sigma_k))`` for every row of X: (n, k). Zero weights give -inf."""
+    X = np.asarray(X, dtype=float)
+    means = np.asarray(means, dtype=float)
+    chol = np.linalg.cholesky(np.asarray(covariances, dtype=float))
+    k, d = means.shape
+    with np.errstate(divide="ignore"):
+        logw = np.log(np.asarray(weights, dtype=float))
+    log_det = 2.0 * np.log(np.diagonal(chol, axis1=1, axis2=2)).sum(axis=1)
+    out = np.empty((X.shape[0], k))
+    for c in range(k):
+        z = np.linalg.solve(chol[c], (X - means[c]).T)
+        out[:, c] = logw[c] - 0.5 * (log_det[c] + d * _LOG_2PI) - 0.5 * (z * z).sum(axis=0)
+    return out
+
+
+def _unit_map(bounds):
+    lo, hi = bounds[:, 0], bounds[:, 1]
+    return (lo + hi) / 2.0, (hi - lo) / 2.0
+
+
+def _unit_engine(X, bounds) -> LocalEngine:
+    """An engine on the records clipped to the public bounds and mapped to [-1, 1]^D (the map is
+    public). Warns once about clipped records, like every estimator."""
+    lo, hi = bounds[:, 0], bounds[:, 1]
+    outside = int(((X < lo) | (X > hi)).any(axis=1).sum())
+    if outside:
+        warnings.warn(
+            f"{outside} record(s) lie outside the public bounds and were clipped to them "
+            "(clipping is what bounds the sensitivity; widen the bounds if this is unexpected)",
+            UserWarning,
+            stacklevel=3,
+        )
+    mid, half = _unit_map(bounds)
+    U = (np.clip(X, lo, hi) - mid) / half
+    d = X.shape[1]
+    return LocalEngine(U, np.tile([-1.0, 1.0], (d, 1)))
+
+
+def _to_original(means_u, cov_u, bounds):
+    mid, half = _unit_map(bounds)
+    return mid + half * means_u, cov_u * half[:, None] * half[None, :]
+
+
+def _block(counts, sums, moments):
+    d = sums.shape[1]
+    iu = _triu(d)
+    return np.concatenate(
+        [np.asarray(counts, float)[:, None], sums, moments[:, iu[0], iu[1]]], axis=1
+    )
+
+
+def _unblock(noisy, d):
+    n = noisy[:, 0]
+    s = noisy[:, 1 : 1 + d]
+    m = sym_from_triu(noisy[:, 1 + d :], d)
+    return n, s, m
+
+
+def _choose_r(sensitivity: str, d: int) -> int:
+    if sensitivity == "paper":
+        return paper_r(d)
+    if sensitivity == "add_remove":
+        return add_remove_r(d)
+    raise ValueError(f"sensitivity must be 'paper' (NOTES 21) or 'add_remove', got {sensitivity!r}")
+
+
+def _default_floor(reg_covar, sigma, n_hat, d, noise_floor=1.0):
+    """Eigenvalue floor per component (unit-box units): ``reg_covar`` plus ``noise_floor`` times
+    the typical size of the noise's eigenvalues in the covariance, ``sigma sqrt(D) / n_hat`` (a
+    noisy symmetric D x D matrix with entries of sd sigma has eigenvalues within about
+    ``+-2 sigma sqrt(D)``). Depends only on released values: post-processing."""
+    return reg_covar + noise_floor * sigma * math.sqrt(d) / np.maximum(n_hat, 1.0)
+
+
+def private_centre_covariances(
+    engine: LocalEngine,
+    centres_u: np.ndarray,
+    mech: Mechanisms,
+    epsilon: float,
+    delta: float,
+    *,
+    sensitivity: str = "paper",
+    reg_covar: float = 1e-4,
+    label: str = "covariance pass",
+):
+    """Sec. 5.1.2: one private pass turning public centres into a Gaussian mixture.
+
+    Records (in ``[-1, 1]^D``) go to their nearest centre; per centre the count, the sum and the
+    upper triangle of ``sum u u^T`` are released with one zCDP Gaussian mechanism (L2
+    sensitivity ``sqrt(r)``, the sigma of Alg. 2 l. 4 with tau = 1, NOTES 21); the cells are
+    disjoint, so the batch costs one rho (parallel composition). The report's ``zcdp_delta``
+    must be set by the caller to ``delta``.
+
+    Post-processing: weights from the noisy counts (negative -> 0, NOTES 20); the means stay the
+    public centres; the covariance is the noisy second moment about the centre,
+    ``(M - S c^T - c S^T) / N + c c^T``, repaired by an eigenvalue floor. Returns
+    ``(weights, means_u, covariances_u, noisy_counts, sigma)``.
+    """
+    centres_u = np.asarray(centres_u, dtype=float)
+    k, d = centres_u.shape
+    r = _choose_r(sensitivity, d)
+    sigma = zcdp_sigma(epsilon, delta, r, 1)
+    rho = zcdp_rho(epsilon, delta)
+    counts, sums, moments = engine.nearest_centre_stats(centres_u, second_moments=True)
+    noisy = mech.gaussian_zcdp(
+        _block(counts, sums, moments), math.sqrt(r), rho,
+        target=f"counts, sums and sum u u^T per nearest centre ({label})",
+        note=f"Sec. 5.1.2; r = {r} ({sensitivity}); records mapped to [-1, 1]^D by the "
+        "public bounds; disjoint cells (parallel composition)",
+    )
+    n_hat, s_hat, m_hat = _unblock(noisy, d)
+    n_pos = np.maximum(n_hat, 1.0)
+    c = centres_u
+    cov = (m_hat - s_hat[:, :, None] * c[:, None, :] - c[:, :, None] * s_hat[:, None, :]) / n_pos[
+        :, None, None
+    ] + c[:, :, None] * c[:, None, :]
+    floor = _default_floor(reg_covar, sigma, n_hat, d)
+    cov = repair_covariances(cov, floor, float(d))
+    w = np.maximum(n_hat, 0.0)
+    weights = w / w.sum() if w.sum() > 0 else np.full(k, 1.0 / k)
+    return weights, c.copy(), cov, n_hat, sigma
+
+
+# --------------------------------------------------------------------------- estimator
+class DPGaussianMixture(PrivateClusterMixin):
+    """DPMoG-hard (000, Alg. 2): a Gaussian mixture fitted by hard EM with Gaussian noise.
+
+    Every iteration assigns each record to its most likely component under the current (public,
+    released) mixture, then releases per component the noisy count, the noisy sum and the noisy
+    upper triangle of ``sum u u^T`` (records mapped to ``[-1, 1]^D`` by the public bounds). The
+    next mixture is computed from these alone: weights from the noisy counts, means ``S / N``,
+    covariances ``M / N - mu mu^T`` repaired by an eigenvalue floor.
+
+    Privacy guarantee
+    -----------------
+    ``(epsilon, delta)``-DP under add/remove-one-record neighbours:
+
+    * with ``delta=None``: ``0.02 epsilon`` on a noisy record count (two-sided geometric) that
+      sets ``delta = 1 / n_hat^1.5`` (like DPM; the paper never states delta, NOTES 21);
+    * the rest, ``eps_z``, by zCDP: ``n_iter`` releases of the (K, 1 + D + D(D+1)/2) block with
+      L2 sensitivity ``sqrt(r)`` per row (one record changes one component's row: the
+      components partition the records, parallel composition) and
+      ``sigma = sqrt(r tau / 2) (sqrt(log(1/delta) + eps_z) + sqrt(log(1/delta))) / eps_z``
+      (Alg. 2 l. 4, NOTES 21), ``r = 1 + 3D + 2D^2``. Each release is ``r / (2 sigma^2)``-zCDP,
+      the total ``rho = (sqrt(log(1/delta) + eps_z) - sqrt(log(1/delta)))^2``, converted at
+      ``delta`` (Remark 3.2; the ledger uses the tighter RDP conversion, so it reports at most
+      ``eps_z``).
+
+    ``r = 1 + 3D + 2D^2`` is the paper's bound for replacement neighbours; under add/remove the
+    squared sensitivity is only ``1 + D + D(D+1)/2``, so the default is conservative.
+    ``sensitivity='add_remove'`` calibrates to the tighter value (smaller noise, same guarantee).
+
+    Choices where the paper is silent or not private as printed
+    -----------------------------------------------------------
+    * Uncentred second moments are released (NOTES 19): the paper's ``sum (x - mu)(x - mu)^T``
+      around a noisy mean has no bounded sensitivity as printed.
+    * Weights are ``max(N_k, 0) / sum_j max(N_j, 0)`` from the noisy counts, never the true N
+      (NOTES 20).
+    * Covariance repair (post-processing): eigenvalues clipped to
+      ``[reg_covar + noise_floor sigma sqrt(D) / N_k, D]`` in unit-box units (``sigma sqrt(D) /
+      N_k`` is the scale of the noise's eigenvalues in the covariance; D is the largest variance
+      possible in ``[-1, 1]^D``). ``noise_floor = 1`` was chosen from a small sweep
+      (0.25-2) on uci_htru2 / uci_magic: smaller floors leave spiky, noise-shaped components,
+      larger ones blur every component into one mode.
+    * Initialisation is data-independent (NOTES 23): ``init`` as in DPLloyd (sphere packing by
+      default) in ``[-1, 1]^D``, isotropic covariances ``init_scale^2 I``, equal weights.
+    * Empty components: a component whose noisy count is below ``min_count`` (default
+      ``2 sigma``, where its mean and covariance are mostly noise) is re-seeded before the next
+      iteration by splitting the heaviest component along its main axis (post-processing of
+      released values); after the last iteration it keeps weight ``max(N_k, 0) / ...`` and its
+      previous mean/covariance, and ``active_components_`` marks it False.
+
+    Labels of the training points (``labels_``) are the private model applied to X
+    (post-processing); the private artefact is the mixture.
+
+    Parameters
+    ----------
+    n_components : K. epsilon, delta : the budget (delta=None: ``1 / n_hat^1.5``).
+    bounds : public bounds (required). n_iter : tau (paper: 10).
+    init : 'sphere_packing', 'uniform' or a public (K, D) array (original units).
+    init_scale : initial standard deviation in unit-box units.
+    reg_covar : absolute eigenvalue floor (unit-box units, i.e. fractions of the half-range
+        squared). noise_floor : multiple of ``sigma sqrt(D) / N_k`` added to the floor.
+    min_count : noisy count below which a component counts as empty (None: 2 sigma).
+    sensitivity : 'paper' (NOTES 21, default) or 'add_remove'.
+    random_state, accountant : as everywhere in privclust.
+
+    Attributes
+    ----------
+    weights_ (K,), means_ (K, D), covariances_ (K, D, D): the mixture in original units.
+    cluster_centers_ : ``means_``. noisy_counts_ : (K,) the last noisy counts.
+    active_components_ : (K,) bool, noisy count >= min_count in the last iteration.
+    sigma_ : the noise standard deviation. delta_ : the delta used. bounds_ : the public bounds.
+    labels_ : most likely component of every training row (post-processing).
+    privacy_report_ : the ledger.
+    """
+
+    def __init__(
+        self,
+        n_components=8,
+        epsilon=1.0,
+        delta=None,
+        bounds=None,
+        n_iter=10,
+        init="sphere_packing",
+        init_scale=0.5,
+        reg_covar=1e-4,
+        noise_floor=1.0,
+        min_count=None,
+        sensitivity="paper",
+        random_state=None,
+        accountant=None,
+    ):
+        self.n_components = n_components
+        self.epsilon = epsilon
+        self.delta = delta
+        self.bounds = bounds
+        self.n_iter = n_iter
+        self.init = init
+        self.init_scale = init_scale
+        self.reg_covar = reg_covar
+        self.noise_floor = noise_floor
+        self.min_count = min_count
+        self.sensitivity = sensitivity
+        self.random_state = random_state
+        self.accountant = accountant
+
+    # ------------------------------------------------------------------ checks
+    def _check_params(self):
+        eps = check_epsilon(self.epsilon)
+        delta = check_delta(self.delta, required=True)
+        k = self.n_components
+        if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
+            raise ValueError(f"n_components must be an int >= 1, got {k!r}")
+        t = self.n_iter
+        if isinstance(t, bool) or not isinstance(t, numbers.Integral) or not 1 <= t <= 1000:
+            raise ValueError(f"n_iter must be an int in [1, 1000], got {t!r}")
+        nf = self.noise_floor
+        if not isinstance(nf, numbers.Real) or not nf >= 0 or not math.isfinite(nf):
+            raise ValueError(f"noise_floor must be a number >= 0, got {nf!r}")
+        for name in ("init_scale", "reg_covar"):
+            v = getattr(self, name)
+            if not isinstance(v, numbers.Real) or not v > 0 or not math.isfinite(v):
+                raise ValueError(f"{name} must be a positive number, got {v!r}")
+        if self.min_count is not None and not (
+            isinstance(self.min_count, numbers.Real) and math.isfinite(self.min_count)
+        ):
+            raise ValueError(f"min_count must be a number or None, got {self.min_count!r}")
+        if self.sensitivity not in ("paper", "add_remove"):
+            raise ValueError(
+                f"sensitivity must be 'paper' or 'add_remove', got {self.sensitivity!r}"
+            )
+        return eps, delta, int(k), int(t)
+
+    # ------------------------------------------------------------------ fit
+    def fit(self, X, y=None):
+        """Fit the mixture privately. ``y`` is ignored (scikit-learn compatibility)."""
+        eps, delta, k, T = self._check_params()
+        accountant = self._accountant()
+        plan = Budget(eps, delta if delta is not None else 0.0)
+        accountant.check(plan, "DPGaussianMixture")  # before any data is read
+        X = check_data(X)
+        d = X.shape[1]
+        bounds = check_bounds(self.bounds, d)
+        source = resolve_random_state(self.random_state)
+        mid, half = _unit_map(bounds)
+        unit = np.tile([-1.0, 1.0], (d, 1))
+        init = self.init
+        if not isinstance(init, str):  # a public (K, D) array in original units
+            init = (np.asarray(init, dtype=float) - mid) / half
+        mu, init_desc = public_init(init, source.generator, unit, k)
+        accountant.reserve(plan, "DPGaussianMixture")
+
+        engine = _unit_engine(X, bounds)
+        report = self._start_report(plan, source)
+        mech = Mechanisms(source, report)
+
+        eps_z = eps
+        if delta is None:
+            eps_n = N_HAT_SHARE * eps
+            n_hat = int(mech.count([engine.count(engine.root())[0]], eps_n,
+                                   target="record count (chooses delta)")[0])
+            n_ref = max(n_hat, 2)
+            delta = 1.0 / (n_ref * math.sqrt(n_ref))
+            eps_left, delta_left = accountant.remaining
+            if math.isfinite(eps_left):
+                delta = min(delta, delta_left * 0.999999)
+            if not delta > 0:
+                raise ValueError("the shared accountant has no delta left for DPGaussianMixture")
+            accountant.reserve(Budget(0.0, delta), "DPGaussianMixture (delta from noisy count)")
+            report.planned = Budget(eps, delta)
+            report.notes.append(
+                f"delta=None: delta = 1/(n_hat^1.5) = {delta:.3g} from a noisy count "
+                f"(n_hat = {n_hat}, {N_HAT_SHARE:g} of epsilon)"
+            )
+            eps_z = eps - eps_n
+        report.zcdp_delta = delta
+
+        r = _choose_r(self.sensitivity, d)
+        sigma = zcdp_sigma(eps_z, delta, r, T)
+        rho_total = zcdp_rho(eps_z, delta)
+        rho_iter = rho_total / T
+        min_count = 2.0 * sigma if self.min_count is None else float(self.min_count)
+        report.notes.append(
+            f"zCDP part: eps_z = {eps_z:.6g}, rho = {rho_total:.6g} over {T} iterations, "
+            f"sigma = {sigma:.6g} (Alg. 2 l. 4, NOTES 21; r = {r}, {self.sensitivity})"
+        )
+        report.notes.append(f"initialisation: {init_desc} (data-independent)")
+
+        cov = np.repeat((float(self.init_scale) ** 2 * np.eye(d))[None], k, axis=0)
+        logw = np.full(k, -math.log(k))
+        n_hat_k = np.zeros(k)
+        active = np.ones(k, dtype=bool)
+        n_reseeded = 0
+        for t in range(T):
+            chol = np.linalg.cholesky(cov)
+            counts, sums, moments = engine.gaussian_assignment_stats(mu, chol, logw)
+            noisy = mech.gaussian_zcdp(
+                _block(counts, sums, moments), math.sqrt(r), rho_iter,
+                target=f"counts, sums and sum u u^T per component, iteration {t + 1}",
+                note="hard EM, disjoint components (parallel composition); uncentred "
+                "moments (NOTES 19)",
+            )
+            n_hat_k, s_hat, m_hat = _unblock(noisy, d)
+            active = n_hat_k >= max(min_count, 1.0)
+            npos = np.maximum(n_hat_k, 1.0)
+            new_mu = np.clip(s_hat / npos[:, None], -1.0, 1.0)
+            new_cov = m_hat / npos[:, None, None] - new_mu[:, :, None] * new_mu[:, None, :]
+            floor = _default_floor(self.reg_covar, sigma, n_hat_k, d, float(self.noise_floor))
+            new_cov = repair_covariances(new_cov, floor, float(d))
+            mu = np.where(active[:, None], new_mu, mu)
+            cov = np.where(active[:, None, None], new_cov, cov)
+            w = np.where(active, np.maximum(n_hat_k, 0.0), 0.0)
+            if not active.any():  # nothing usable: keep the previous mixture
+                w = np.exp(logw)
+            if t < T - 1 and (~active).any() and active.any():
+                mu, cov, w, n_new = _reseed(mu, cov, w, active)
+                n_reseeded += n_new
+            with np.errstate(divide="ignore"):
+                logw = np.log(w / w.sum())
+        if n_reseeded:
+            report.notes.append(
+                f"{n_reseeded} empty component(s) re-seeded by splitting the heaviest one "
+                "(post-processing)"
+            )
+        weights = np.exp(logw) if active.any() else np.full(k, 1.0 / k)
+        means, covs = _to_original(mu, cov, bounds)
+
+        self.weights_ = weights
+        self.means_ = means
+        self.covariances_ = covs
+        self.cluster_centers_ = means
+        self.noisy_counts_ = n_hat_k
+        self.active_components_ = active
+        self.n_components_ = k
+        self.sigma_ = sigma
+        self.delta_ = delta
+        self.bounds_ = bounds
+        self.n_iter_ = T
+        self.n_features_in_ = d
+        self.privacy_report_ = report
+        accountant.attach(report)
+        del engine
+        self.labels_ = self.predict(X)
+        return self
+
+    # ------------------------------------------------------------------ predict
+    def predict_log_terms(self, X):
+        """``log(pi_k N(x; mu_k, Sigma_k))`` per row and component (post-processing)."""
+        self._check_fitted()
+        arr = check_data(X)
+        if arr.shape[1] != self.means_.shape[1]:
+            raise ValueError(
+                f"X has {arr.shape[1]} features; the model was fitted on {self.means_.shape[1]}"
+            )
+        return mixture_log_terms(arr, self.weights_, self.means_, self.covariances_)
+
+    def predict(self, X):
+        """Most likely component of every row (the hard-EM assignment; post-processing)."""
+        return np.argmax(self.predict_log_terms(X), axis=1)
+
+    def predict_proba(self, X):
+        lt = self.predict_log_terms(X)
+        return np.exp(lt - logsumexp(lt, axis=1, keepdims=True))
+
+    def score_samples(self, X):
+        """``log p(x)`` under the private mixture."""
+        return logsumexp(self.predict_log_terms(X), axis=1)
+
+    # ------------------------------------------------------------------ JSON
+    def to_dict(self) -> dict:
+        """The released model as plain JSON types (for privclust.io; no labels, no data)."""
+        self._check_fitted()
+        return {
+            "weights": self.weights_.tolist(),
+            "means": self.means_.tolist(),
+            "covariances": self.covariances_.tolist(),
+            "noisy_counts": np.asarray(self.noisy_counts_, float).tolist(),
+            "active_components": np.asarray(self.active_components_, bool).tolist(),
+            "sigma": float(self.sigma_),
+            "delta": float(self.delta_),
+            "bounds": np.asarray(self.bounds_, float).tolist(),
+            "n_iter": int(self.n_iter_),
+            "n_features_in": int(self.n_features_in_),
+        }
+
+    def from_dict(self, m: dict):
+        """Set the fitted attributes from :meth:`to_dict` output (validated); returns self."""
+        d = int(m["n_features_in"])
+        means = np.asarray(m["means"], dtype=float).reshape(-1, d)
+        k = means.shape[0]
+        weights = np.asarray(m["weights"], dtype=float).reshape(-1)
+        covs = np.asarray(m["covariances"], dtype=float)
+        if weights.shape != (k,) or covs.shape != (k, d, d):
+            raise ValueError(f"mixture shapes do not match: {weights.shape}, {covs.shape}")
+        if not (np.isfinite(means).all() and np.isfinite(covs).all() and (weights >= 0).all()):
+            raise ValueError("the mixture holds non-finite values or negative weights")
+        np.linalg.cholesky(covs)  # raises LinAlgError (a ValueError) if not positive definite
+        bounds = np.asarray(m["bounds"], dtype=float)
+        if bounds.shape != (d, 2):
+            raise ValueError(f"bounds has shape {bounds.shape}, expected ({d}, 2)")
+        self.weights_ = weights
+        self.means_ = means
+        self.covariances_ = covs
+        self.cluster_centers_ = means
+        self.noisy_counts_ = np.asarray(m["noisy_counts"], dtype=float).reshape(k)
+        self.active_components_ = np.asarray(m["active_components"], dtype=bool).reshape(k)
+        self.n_components_ = k
+        self.sigma_ = float(m["sigma"])
+        self.delta_ = float(m["delta"])
+        self.bounds_ = bounds
+        self.n_iter_ = int(m["n_iter"])
+        self.n_features_in_ = d
+        return self
+
+
+def _reseed(mu, cov, w, active):
+    """Re-seed inactive components by splitting the heaviest active one along its main axis:
+    ``mu +- sqrt(lambda_1) v_1 / 2``, the same covariance, half the weight each. Uses released
+    values only (post-processing)."""
+    mu, cov, w = mu.copy(), cov.copy(), w.copy()
+    n_new = 0
+    for j in np.flatnonzero(~active):
+        cand = np.flatnonzero(active & (w > 0))
+        if cand.size == 0:
+            break
+        i = int(cand[np.argmax(w[cand])])
+        lam, vec = np.linalg.eigh(cov[i])
+        step = 0.5 * math.sqrt(max(lam[-1], 0.0)) * vec[:, -1]
+        mu[j] = np.clip(mu[i] + step, -1.0, 1.0)
+        mu[i] = np.clip(mu[i] - step, -1.0, 1.0)
+        cov[j] = cov[i]
+        w[i] = w[j] = w[i] / 2.0
+        active = active.copy()
+        active[j] = True
+        n_new += 1
+    return mu, cov, w, n_new
