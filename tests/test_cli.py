@@ -40,7 +40,7 @@ def fitted(csv_file, tmp_path_factory):
     return out
 
 
-def _one_error_line(capsys, code, expected):
+def _assert_one_error_line(capsys, code, expected):
     captured = capsys.readouterr()
     lines = captured.err.strip().splitlines()
     assert code == 2, captured.err
@@ -142,7 +142,7 @@ def test_predict_wrong_columns(fitted, tmp_path, capsys):
     data = tmp_path / "three.csv"
     data.write_text("1,2,3\n4,5,6\n")
     rc = cli.main(["predict", str(fitted), str(data)])
-    _one_error_line(capsys, rc, "3 column(s) but the model was fitted on 2")
+    _assert_one_error_line(capsys, rc, "3 column(s) but the model was fitted on 2")
 
 
 # --------------------------------------------------------------------------------------------
@@ -197,7 +197,7 @@ def test_datasets_with_folder(tmp_path, capsys, monkeypatch):
     row = [ln for ln in out.splitlines() if ln.startswith("tiny")][0]
     assert row.split()[:4] == ["tiny", "3", "2", "1"] and "k=1" in row
     rc = cli.main(["datasets", "--data-dir", str(tmp_path / "nope")])
-    _one_error_line(capsys, rc, "is not a folder")
+    _assert_one_error_line(capsys, rc, "is not a folder")
 
 
 # --------------------------------------------------------------------------------------------
@@ -259,7 +259,7 @@ BAD = [
 @pytest.mark.parametrize(("argv", "expected"), BAD, ids=[" ".join(a[:1] + a[2:4]) for a, _ in BAD])
 def test_user_mistakes(argv, expected, bad_files, capsys):
     rc = cli.main([a.format(d=bad_files) for a in argv])
-    _one_error_line(capsys, rc, expected)
+    _assert_one_error_line(capsys, rc, expected)
 
 
 def test_bad_plot_path_fails_before_fitting(bad_files, capsys, monkeypatch):
@@ -271,7 +271,7 @@ def test_bad_plot_path_fails_before_fitting(bad_files, capsys, monkeypatch):
     monkeypatch.setattr(cli, "read_table", boom)
     rc = cli.main(["cluster", str(bad_files / "ok.csv"), "--epsilon", "1", "--bounds", "0", "9",
                    "--plot", str(bad_files / "x.gif")])
-    _one_error_line(capsys, rc, "unknown image type '.gif'")
+    _assert_one_error_line(capsys, rc, "unknown image type '.gif'")
 
 
 def test_genuine_bugs_are_not_hidden(csv_file, monkeypatch):
