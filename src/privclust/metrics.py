@@ -47,6 +47,8 @@ from scipy.spatial.distance import cdist
 from sklearn.cluster import KMeans
 from sklearn.metrics import adjusted_mutual_info_score, adjusted_rand_score, silhouette_score
 
+from ._geometry import nearest_centres
+
 __all__ = [
     "KMeansDistance",
     "accuracy_hungarian",
@@ -155,35 +157,11 @@ def _labelled_mask(y_true: np.ndarray) -> np.ndarray:
 
 
 def _nearest(X: np.ndarray, C: np.ndarray, chunk_size: int | None) -> tuple[np.ndarray, np.ndarray]:
-    """Nearest-centre index and squared distance per row, in row chunks.
-
-    One chunk holds a ``(chunk, k)`` block of squared distances from the expansion
-    ``|x|^2 - 2 x.c + |c|^2``; both sides are shifted by the centres' mean first (distances do
-    not change) to limit cancellation for data far from the origin. The returned squared
-    distance is recomputed exactly as ``|x - c_j|^2`` for the chosen centre.
-    """
-    n, k = X.shape[0], C.shape[0]
-    if chunk_size is None:
-        chunk_size = max(1, _CHUNK_ELEMENTS // k)
-    else:
+    """Nearest-centre index and exact squared distance per row (shared with prediction, so an
+    evaluation labels every point exactly as ``predict`` does)."""
+    if chunk_size is not None:
         chunk_size = _check_positive_int(chunk_size, "chunk_size")
-    shift = C.mean(axis=0)
-    Cs = C - shift
-    c_sq = np.einsum("ij,ij->i", Cs, Cs)
-    idx = np.empty(n, dtype=np.intp)
-    dist_sq = np.empty(n, dtype=np.float64)
-    for start in range(0, n, chunk_size):
-        stop = min(start + chunk_size, n)
-        Xs = X[start:stop] - shift
-        block = Xs @ Cs.T
-        block *= -2.0
-        block += c_sq
-        # |x|^2 is constant per row and does not change the argmin.
-        j = np.argmin(block, axis=1)
-        idx[start:stop] = j
-        diff = Xs - Cs[j]
-        dist_sq[start:stop] = np.einsum("ij,ij->i", diff, diff)
-    return idx, dist_sq
+    return nearest_centres(X, C, return_sq_distance=True, chunk_rows=chunk_size)
 
 
 def assign(X, centers, chunk_size: int | None = None) -> np.ndarray:

@@ -14,6 +14,7 @@ import warnings
 import numpy as np
 from sklearn.base import BaseEstimator, ClusterMixin
 
+from .._geometry import nearest_centres
 from ..engine import LocalEngine
 from ..privacy import Accountant, Budget, PrivacyLeakWarning, PrivacyReport
 
@@ -156,16 +157,9 @@ def data_bounds(X, *, allow_leak: bool = False, margin: float = 0.0) -> np.ndarr
     return np.column_stack([lo - pad, hi + pad])
 
 
-def nearest_centre(X: np.ndarray, centres: np.ndarray, chunk: int = 4096) -> np.ndarray:
+def nearest_centre(X: np.ndarray, centres: np.ndarray) -> np.ndarray:
     """Index of the nearest centre for every row (chunked: no (n, k) matrix for large n)."""
-    centres = np.asarray(centres, dtype=float)
-    out = np.empty(X.shape[0], dtype=np.int64)
-    c2 = (centres**2).sum(axis=1)
-    for start in range(0, X.shape[0], chunk):
-        x = np.asarray(X[start : start + chunk], dtype=float)
-        d2 = c2[None, :] - 2.0 * x @ centres.T
-        out[start : start + chunk] = np.argmin(d2, axis=1)
-    return out
+    return nearest_centres(X, centres)
 
 
 class PrivateClusterMixin(ClusterMixin, BaseEstimator):

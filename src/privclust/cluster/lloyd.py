@@ -20,6 +20,7 @@ from ._base import (
     check_bounds,
     check_data,
     check_epsilon,
+    nearest_centre,
 )
 
 __all__ = [
@@ -152,18 +153,9 @@ def kmeans_cost(centres, counts, sums, sq_norms) -> float:
     return float(np.maximum(per, 0.0).sum())
 
 
-def _nearest_labels(X, centres, rows: int = 16384) -> np.ndarray:
-    """:func:`~privclust.cluster._base.nearest_centre` (same arithmetic, so the same labels as
-    ``predict``) in larger chunks with in-place updates: about twice as fast on 10^5 rows."""
-    c = np.asarray(centres, dtype=float)
-    c2 = (c**2).sum(axis=1)
-    out = np.empty(X.shape[0], dtype=np.int64)
-    for start in range(0, X.shape[0], rows):
-        g = np.asarray(X[start : start + rows], dtype=float) @ c.T
-        g *= -2.0
-        g += c2
-        out[start : start + rows] = np.argmin(g, axis=1)
-    return out
+def _nearest_labels(X, centres) -> np.ndarray:
+    """The same assignment as ``predict`` (one shared implementation)."""
+    return nearest_centre(X, centres)
 
 
 def final_cost_and_labels(X, bounds, centres):

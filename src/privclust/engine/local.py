@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._geometry import nearest_centres
 from .base import Engine, Grouping
 
 __all__ = ["LocalEngine", "LocalGrouping"]
@@ -227,10 +228,9 @@ class LocalEngine(Engine):
         counts = np.zeros(k, dtype=np.int64)
         sums = np.zeros((k, d))
         moments = np.zeros((k, d, d)) if second_moments else None
-        c2 = (centres**2).sum(axis=1)
         for sl in self._chunks():
             x = self.X[sl].astype(float)
-            lab = np.argmin(c2[None, :] - 2.0 * x @ centres.T, axis=1)
+            lab = nearest_centres(x, centres)
             counts += np.bincount(lab, minlength=k)
             for j in range(d):
                 sums[:, j] += np.bincount(lab, weights=x[:, j], minlength=k)
@@ -274,11 +274,8 @@ class LocalEngine(Engine):
         return counts, sums, moments
 
     # k-means family ------------------------------------------------------------------
-    def _nearest(self, x, centres, c2):
-        g = x @ centres.T  # in place below: one (rows, k) temporary
-        g *= -2.0
-        g += c2
-        return np.argmin(g, axis=1)
+    def _nearest(self, x, centres, c2=None):
+        return nearest_centres(x, centres)
 
     def nearest_centre_moments(self, centres):
         centres = np.asarray(centres, dtype=float)
