@@ -457,3 +457,21 @@ def test_one_point_outside_points_and_one_dimension():
     assert m1.kappa_ == 3 and m1.n_clusters_ == 2
     with pytest.raises(ValueError):
         m1.predict(np.zeros((3, 2)))
+
+
+def test_border_points_join_the_nearest_span_within_eps():
+    rng = np.random.default_rng(0)
+    X = rng.normal(0.0, 0.05, size=(3000, 2))
+    model = DPDBSCAN(epsilon=1.0, eps=0.2, min_samples=10, bounds=(-2, 2), random_state=0).fit(X)
+    assert model.n_clusters_ == 1
+    cells = model.span_cells_
+    w, origin = model.cell_width_, model.grid_origin_
+    edge = origin[0] + (cells[:, 0].max() + 1) * w  # right edge of the rightmost core cell
+    row = cells[cells[:, 0] == cells[:, 0].max()][0]
+    y_mid = origin[1] + (row[1] + 0.5) * w
+    probes = np.array([[edge + 0.1, y_mid], [edge + 0.3, y_mid]])
+    assert model.predict(probes).tolist() == [0, -1]  # within eps of a core cell / beyond it
+    strict = DPDBSCAN(epsilon=1.0, eps=0.2, min_samples=10, bounds=(-2, 2), random_state=0,
+                      border=False).fit(X)
+    assert strict.predict(probes).tolist() == [-1, -1]
+    np.testing.assert_array_equal(strict.span_cells_, model.span_cells_)

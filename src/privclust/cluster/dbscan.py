@@ -406,6 +406,10 @@ class DPDBSCAN(PrivateClusterMixin):
     noise : "geometric" (default; exact integers) or "laplace" (the paper's).
     n_budget_share : share of epsilon for the noisy n when one is needed (default 0.05).
     min_samples_shift : "tau" (default) or a number >= 0: ``MinPts' = min_samples + shift``.
+    border : True (default): a point in no core cell but closer than ``eps`` to a core cell
+        belongs to the nearest such cell's span, following the paper's definition of a span,
+        ``Span(C) = union of B(p, alpha)`` (Sec. 3), and DBSCAN's border points; False: only the
+        core cells themselves (Alg. 1 l. 5 as printed). Post-processing of the released cells.
     random_state : None (secure), int or Generator (reproducible, not secure).
     accountant : a shared :class:`~privclust.Accountant`; the fit raises
         :class:`~privclust.BudgetExceededError` before reading data if it does not fit.
@@ -439,9 +443,11 @@ class DPDBSCAN(PrivateClusterMixin):
         noise="geometric",
         n_budget_share=DEFAULT_N_BUDGET_SHARE,
         min_samples_shift="tau",
+        border=True,
         random_state=None,
         accountant=None,
     ):
+        self.border = border
         self.epsilon = epsilon
         self.eps = eps
         self.min_samples = min_samples
@@ -738,7 +744,38 @@ class DPDBSCAN(PrivateClusterMixin):
             pos[pos == keys_ref.size] = keys_ref.size - 1
             hit = inside & (keys_ref[pos] == key)
             seg[hit] = self.span_labels_[pos[hit]]
+        if getattr(self, "border", False):
+            self._assign_border(arr, out, lut, lo, hi, origin, w, shape, strides)
         return out
+
+    def _assign_border(self, arr, out, lut, lo, hi, origin, w, shape, strides):
+        """Points in no core cell but within ``eps`` of one join the nearest such cell's span
+        (one pass per neighbour offset, vectorised over the points)."""
+        rows = np.flatnonzero(out < 0)
+        x = arr[rows].astype(np.float64)
+        inside = ((x >= lo) & (x <= hi)).all(axis=1)
+        rows, x = rows[inside], x[inside]
+        if rows.size == 0:
+            return
+        coords = np.clip(np.floor((x - origin) / w), 0, shape - 1).astype(np.int64)
+        best = np.full(rows.size, float(self.eps) ** 2)
+        label = np.full(rows.size, -1, dtype=np.int64)
+        keys_ref = self._core_keys
+        for off in neighbour_offsets(len(shape), float(self.eta)):
+            nc = coords + off
+            ok = ((nc >= 0) & (nc < shape)).all(axis=1)
+            key = np.where(ok, nc @ strides, 0)
+            if lut is not None:
+                lab = np.where(ok, lut[key], -1)
+            else:
+                pos = np.minimum(np.searchsorted(keys_ref, key), keys_ref.size - 1)
+                lab = np.where(ok & (keys_ref[pos] == key), self.span_labels_[pos], -1)
+            box_lo = origin + nc * w
+            gap = np.maximum(np.maximum(box_lo - x, x - (box_lo + w)), 0.0)
+            dist = (gap * gap).sum(axis=1)
+            better = (lab >= 0) & (dist < best)  # strict: the open ball B(p, eps)
+            best[better], label[better] = dist[better], lab[better]
+        out[rows] = label
 
     # ------------------------------------------------------------------ JSON save/load
     def to_dict(self) -> dict:
