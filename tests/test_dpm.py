@@ -273,3 +273,10 @@ def test_predict_errors():
     m = DPM(epsilon=1.0, bounds=(0, 1), random_state=0).fit(_uniform(500))
     with pytest.raises(ValueError, match="features"):
         m.predict(np.zeros((2, 3)))
+
+
+def test_delta_none_on_small_data_warns():
+    X = _uniform(300)
+    with pytest.warns(UserWarning, match="weak guarantee"):
+        m = DPM(epsilon=1.0, bounds=(0, 1), random_state=0).fit(X)
+    assert m.delta_ > 1e-4

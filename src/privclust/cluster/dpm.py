@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import warnings
 from functools import lru_cache
 
 import numpy as np
@@ -291,6 +292,13 @@ class DPM(PrivateClusterMixin):
             report.notes.append(
                 f"delta=None: delta = 1/(n_hat^1.5) = {delta:.3g} from the released root count"
             )
+            if delta > 1e-4:  # small data: the default gives a weak guarantee; say so
+                warnings.warn(
+                    f"delta=None chose delta = {delta:.3g} from the noisy count (n_hat = "
+                    f"{n_hat0}): a weak guarantee for so few records; pass delta explicitly",
+                    UserWarning,
+                    stacklevel=2,
+                )
         if self.count_shift:  # the paper's shifted count (eq. 1, NOTES 8)
             delta_cnt_lvl = delta * dshares[0] / (depth + 1)
             delta_avg = delta * dshares[1]
