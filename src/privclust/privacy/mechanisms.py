@@ -419,16 +419,7 @@ class Mechanisms:
             self.rng, values, quantile, lo, hi, epsilon, sensitivity, log_scale, overwrite_input,
             floor_atom,
         )
-        self.report.add(
-            Release(
-                "exponential (quantile)",
-                target,
-                epsilon=float(epsilon),
-                sensitivity=float(sensitivity),
-                scale=2.0 * float(sensitivity) / float(epsilon),
-                note=note,
-            )
-        )
+        self._record_quantiles(target, epsilon, sensitivity, 1, note)
         return out
 
     def quantiles(
@@ -442,6 +433,10 @@ class Mechanisms:
                              False, floor_atom)
             for v in values_list
         ])
+        self._record_quantiles(target, epsilon, sensitivity, len(out), note)
+        return out
+
+    def _record_quantiles(self, target, epsilon, sensitivity, n_released, note) -> None:
         self.report.add(
             Release(
                 "exponential (quantile)",
@@ -449,11 +444,10 @@ class Mechanisms:
                 epsilon=float(epsilon),
                 sensitivity=float(sensitivity),
                 scale=2.0 * float(sensitivity) / float(epsilon),
-                n_released=len(out),
+                n_released=int(n_released),
                 note=note,
             )
         )
-        return out
 
     # continuous values -----------------------------------------------------------------
     def gaussian(
