@@ -41,10 +41,16 @@ class LocalEngine(Engine):
         outside = (X < lo) | (X > hi)
         # Local diagnostic for the data holder; never part of a release.
         self.n_clipped_records = int(outside.any(axis=1).sum())
-        self.X = np.clip(X, lo, hi, dtype=dtype) if self.n_clipped_records else np.array(
-            X, dtype=dtype, copy=X.dtype != dtype
+        self.X = (
+            np.clip(X, lo, hi, dtype=dtype)
+            if self.n_clipped_records
+            else np.array(X, dtype=dtype, copy=X.dtype != dtype)
         )
         self._bins_cache: tuple | None = None
+        # (centres, labels) of the last nearest-centre assignment: iterative k-means queries ask
+        # several questions of the same centres in one iteration, and the assignment is the
+        # expensive part (n x k distances)
+        self._labels_cache: tuple | None = None
 
     @property
     def n_records(self) -> int:
@@ -228,9 +234,10 @@ class LocalEngine(Engine):
         counts = np.zeros(k, dtype=np.int64)
         sums = np.zeros((k, d))
         moments = np.zeros((k, d, d)) if second_moments else None
+        labels = self._labels(centres)
         for sl in self._chunks():
-            x = self.X[sl].astype(float)
-            lab = nearest_centres(x, centres)
+            x = self.X[sl].astype(float, copy=False)
+            lab = labels[sl]
             counts += np.bincount(lab, minlength=k)
             for j in range(d):
                 sums[:, j] += np.bincount(lab, weights=x[:, j], minlength=k)
@@ -274,8 +281,16 @@ class LocalEngine(Engine):
         return counts, sums, moments
 
     # k-means family ------------------------------------------------------------------
-    def _nearest(self, x, centres, c2=None):
-        return nearest_centres(x, centres)
+    def _labels(self, centres: np.ndarray) -> np.ndarray:
+        """Nearest-centre index of every record, cached for the last ``centres`` asked."""
+        cached = self._labels_cache
+        if cached is not None and np.array_equal(cached[0], centres):
+            return cached[1]
+        labels = nearest_centres(self.X, centres)
+        if centres.shape[0] <= np.iinfo(np.int32).max:
+            labels = labels.astype(np.int32)  # half the memory of the cache
+        self._labels_cache = (centres.copy(), labels)
+        return labels
 
     def nearest_centre_moments(self, centres):
         centres = np.asarray(centres, dtype=float)
@@ -283,18 +298,18 @@ class LocalEngine(Engine):
         counts = np.zeros(k, dtype=np.int64)
         sums = np.zeros((k, d))
         sq_norms = np.zeros(k)
-        c2 = (centres**2).sum(axis=1)
+        labels = self._labels(centres)
         for sl in self._chunks():
-            x = self.X[sl].astype(float)
-            lab = self._nearest(x, centres, c2)
+            x = self.X[sl].astype(float, copy=False)
+            lab = labels[sl]
             counts += np.bincount(lab, minlength=k)
             for j in range(d):
                 sums[:, j] += np.bincount(lab, weights=x[:, j], minlength=k)
             sq_norms += np.bincount(lab, weights=(x * x).sum(axis=1), minlength=k)
         return counts, sums, sq_norms
 
-    def _zone_members(self, x, centres, c2, zone_centres, zone_radii):
-        lab = self._nearest(x, centres, c2)
+    @staticmethod
+    def _zone_members(x, lab, zone_centres, zone_radii):
         inside = ((x - zone_centres[lab]) ** 2).sum(axis=1) < zone_radii[lab] ** 2
         return lab, inside
 
@@ -305,11 +320,11 @@ class LocalEngine(Engine):
         cell_centres = np.asarray(cell_centres, dtype=float)
         k, m = cell_centres.shape[:2]
         out = np.zeros(k * m, dtype=np.int64)
-        c2 = (centres**2).sum(axis=1)
+        labels = self._labels(centres)
         cc2 = (cell_centres**2).sum(axis=2)  # (k, m)
         for sl in self._chunks():
-            x = self.X[sl].astype(float)
-            lab, inside = self._zone_members(x, centres, c2, zone_centres, zone_radii)
+            x = self.X[sl].astype(float, copy=False)
+            lab, inside = self._zone_members(x, labels[sl], zone_centres, zone_radii)
             if not inside.any():
                 continue
             x, lab = x[inside], lab[inside]
@@ -322,11 +337,11 @@ class LocalEngine(Engine):
         zone_centres = np.asarray(zone_centres, dtype=float)
         zone_radii = np.asarray(zone_radii, dtype=float)
         k = centres.shape[0]
-        c2 = (centres**2).sum(axis=1)
+        labels = self._labels(centres)
         parts: list[list[np.ndarray]] = [[] for _ in range(k)]
         for sl in self._chunks():
-            x = self.X[sl].astype(float)
-            lab, inside = self._zone_members(x, centres, c2, zone_centres, zone_radii)
+            x = self.X[sl].astype(float, copy=False)
+            lab, inside = self._zone_members(x, labels[sl], zone_centres, zone_radii)
             for i in np.unique(lab[inside]):
                 parts[i].append(x[inside & (lab == i)])
         d = self.X.shape[1]
