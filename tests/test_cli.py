@@ -34,8 +34,21 @@ def csv_file(blobs, tmp_path_factory):
 def fitted(csv_file, tmp_path_factory):
     """A model written by `privclust cluster` (shared by the predict tests)."""
     out = tmp_path_factory.mktemp("model") / "model.json"
-    rc = cli.main(["cluster", str(csv_file), "--epsilon", "1", "--bounds", "-40", "40",
-                   "--out", str(out), "--seed", "3"])
+    rc = cli.main(
+        [
+            "cluster",
+            str(csv_file),
+            "--epsilon",
+            "1",
+            "--bounds",
+            "-40",
+            "40",
+            "--out",
+            str(out),
+            "--seed",
+            "3",
+        ]
+    )
     assert rc == 0
     return out
 
@@ -59,8 +72,23 @@ def _assert_one_error_line(capsys, code, expected):
 def test_cluster_writes_model_and_plot(csv_file, tmp_path, capsys):
     pytest.importorskip("matplotlib")
     model_path, plot_path = tmp_path / "m.json", tmp_path / "m.png"
-    rc = cli.main(["cluster", str(csv_file), "--algorithm", "dpm", "--epsilon", "1",
-                   "--bounds", "-40", "40", "--out", str(model_path), "--plot", str(plot_path)])
+    rc = cli.main(
+        [
+            "cluster",
+            str(csv_file),
+            "--algorithm",
+            "dpm",
+            "--epsilon",
+            "1",
+            "--bounds",
+            "-40",
+            "40",
+            "--out",
+            str(model_path),
+            "--plot",
+            str(plot_path),
+        ]
+    )
     out = capsys.readouterr().out
     assert rc == 0
     assert "clusters found:" in out and "Privacy report for DPM" in out
@@ -72,8 +100,23 @@ def test_cluster_writes_model_and_plot(csv_file, tmp_path, capsys):
 
 
 def test_cluster_with_seed_warns(csv_file, capsys):
-    rc = cli.main(["cluster", str(csv_file), "--epsilon", "0.5", "--delta", "1e-6",
-                   "--bounds", "-40", "40", "--seed", "7", "--max-depth", "3"])
+    rc = cli.main(
+        [
+            "cluster",
+            str(csv_file),
+            "--epsilon",
+            "0.5",
+            "--delta",
+            "1e-6",
+            "--bounds",
+            "-40",
+            "40",
+            "--seed",
+            "7",
+            "--max-depth",
+            "3",
+        ]
+    )
     captured = capsys.readouterr()
     assert rc == 0
     warning = [ln for ln in captured.err.splitlines() if ln.startswith("privclust: warning:")]
@@ -86,20 +129,44 @@ def test_cluster_with_seed_warns(csv_file, capsys):
 def test_cluster_is_reproducible_with_seed(csv_file, tmp_path, capsys):
     a, b = tmp_path / "a.json", tmp_path / "b.json"
     for path in (a, b):
-        assert cli.main(["cluster", str(csv_file), "--epsilon", "1", "--bounds", "-40", "40",
-                         "--seed", "11", "--out", str(path)]) == 0
+        assert (
+            cli.main(
+                [
+                    "cluster",
+                    str(csv_file),
+                    "--epsilon",
+                    "1",
+                    "--bounds",
+                    "-40",
+                    "40",
+                    "--seed",
+                    "11",
+                    "--out",
+                    str(path),
+                ]
+            )
+            == 0
+        )
     assert json.loads(a.read_text())["model"] == json.loads(b.read_text())["model"]
 
 
 def test_cluster_bounds_files(csv_file, tmp_path, capsys):
     bj = tmp_path / "bounds.json"
     bj.write_text(json.dumps({"name": "blobs", "bounds": [[-40, 40], [-40, 40]]}))
-    assert cli.main(["cluster", str(csv_file), "--epsilon", "1", "--bounds-file", str(bj),
-                     "--seed", "0"]) == 0
+    assert (
+        cli.main(
+            ["cluster", str(csv_file), "--epsilon", "1", "--bounds-file", str(bj), "--seed", "0"]
+        )
+        == 0
+    )
     bc = tmp_path / "bounds.csv"
     bc.write_text("-40,40\n-40,40\n")
-    assert cli.main(["cluster", str(csv_file), "--epsilon", "1", "--bounds-file", str(bc),
-                     "--seed", "0"]) == 0
+    assert (
+        cli.main(
+            ["cluster", str(csv_file), "--epsilon", "1", "--bounds-file", str(bc), "--seed", "0"]
+        )
+        == 0
+    )
     assert capsys.readouterr().out.count("clusters found:") == 2
 
 
@@ -134,8 +201,7 @@ def test_predict_writes_labels(fitted, csv_file, blobs, tmp_path, capsys):
     assert "wrote 20,000 labels" in capsys.readouterr().out
     lines = out.read_text().splitlines()
     assert lines[0] == "label"
-    np.testing.assert_array_equal(np.array(lines[1:], dtype=int),
-                                  load_model(fitted).predict(blobs))
+    np.testing.assert_array_equal(np.array(lines[1:], dtype=int), load_model(fitted).predict(blobs))
 
 
 def test_predict_wrong_columns(fitted, tmp_path, capsys):
@@ -152,8 +218,9 @@ def test_predict_wrong_columns(fitted, tmp_path, capsys):
 
 def test_demo(tmp_path, capsys):
     pytest.importorskip("matplotlib")
-    rc = cli.main(["demo", "--out-dir", str(tmp_path / "demo"), "--seed", "0",
-                   "--n-samples", "20000"])
+    rc = cli.main(
+        ["demo", "--out-dir", str(tmp_path / "demo"), "--seed", "0", "--n-samples", "20000"]
+    )
     out = capsys.readouterr().out
     assert rc == 0
     assert "accuracy (majority vote" in out and "privacy spent: epsilon=" in out
@@ -187,9 +254,17 @@ def test_datasets_without_data_folder(tmp_path, capsys, monkeypatch):
 
 def test_datasets_with_folder(tmp_path, capsys, monkeypatch):
     np.savez(tmp_path / "tiny.npz", X=np.zeros((3, 2), np.float32), y=np.zeros(3, np.int32))
-    (tmp_path / "tiny.json").write_text(json.dumps(
-        {"n": 3, "d": 2, "n_classes": 1, "bounds": [[0, 1], [0, 1]],
-         "literature_params": {"k": 1}}))
+    (tmp_path / "tiny.json").write_text(
+        json.dumps(
+            {
+                "n": 3,
+                "d": 2,
+                "n_classes": 1,
+                "bounds": [[0, 1], [0, 1]],
+                "literature_params": {"k": 1},
+            }
+        )
+    )
     monkeypatch.setenv("PRIVCLUST_DATA", str(tmp_path))
     assert cli.main(["datasets"]) == 0
     out = capsys.readouterr().out
@@ -198,6 +273,182 @@ def test_datasets_with_folder(tmp_path, capsys, monkeypatch):
     assert row.split()[:4] == ["tiny", "3", "2", "1"] and "k=1" in row
     rc = cli.main(["datasets", "--data-dir", str(tmp_path / "nope")])
     _assert_one_error_line(capsys, rc, "is not a folder")
+
+
+# --------------------------------------------------------------------------------------------
+# every algorithm: cluster to a model file, then predict
+# --------------------------------------------------------------------------------------------
+
+SMALL_N = 2000
+#: (--algorithm and its options, saved estimator, clusters asked for (None: the model decides),
+#: pure epsilon-DP)
+ALGORITHM_CASES = [
+    ("dpm --max-depth 4", "DPM", None, False),
+    ("dbscan --radius 3 --min-samples 10", "DPDBSCAN", None, True),
+    ("lloyd --n-clusters 4", "DPLloyd", 4, True),
+    ("kmeans-guarantee --n-clusters 4 --iterations 5", "KMeansGuarantee", 4, True),
+    ("subclustering --n-clusters 4 --internal-k 3", "SubClustering", 4, True),
+    ("mixture --n-components 4", "DPGaussianMixture", 4, False),
+    ("morse --n-clusters 4 --n-components 6", "MorseMerging", 4, False),
+    ("morse --base lloyd --n-clusters 4 --n-components 6", "MorseMerging", 4, False),
+    ("morse --base dpm --n-clusters 4 --delta 1e-5", "MorseMerging", 4, False),
+]
+
+
+def _cluster(path, options: str, *extra) -> int:
+    """``privclust cluster PATH`` with ``options`` (split on spaces) and ``extra`` arguments."""
+    return cli.main(["cluster", str(path), *options.split(), *extra])
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory):
+    """2,000 points in 4 separated blobs (public bounds (-40, 40)), as .npy, with true labels."""
+    X, y = make_blobs(SMALL_N, 2, centers=CENTRES, cluster_std=2.0, random_state=0)
+    path = tmp_path_factory.mktemp("small") / "small.npy"
+    np.save(path, X)
+    return path, X, y
+
+
+@pytest.mark.parametrize(
+    ("algo", "estimator", "k", "pure"), ALGORITHM_CASES, ids=[c[0] for c in ALGORITHM_CASES]
+)
+def test_every_algorithm_round_trip(algo, estimator, k, pure, small, tmp_path, capsys):
+    from sklearn.metrics import adjusted_rand_score
+
+    path, X, y = small
+    model_path = tmp_path / "model.json"
+    options = f"--algorithm {algo} --epsilon 2 --bounds -40 40 --seed 1"
+    rc = _cluster(path, options, "--out", str(model_path))
+    captured = capsys.readouterr()
+    assert rc == 0, captured.err
+    assert f"{SMALL_N:,} points x 2 feature(s), epsilon=2" in captured.out
+    assert "privacy spent: epsilon=" in captured.out and " of 2, delta=" in captured.out
+    assert f"Privacy report for {estimator}" in captured.out
+    assert f"wrote model: {model_path}" in captured.out
+
+    stored = json.loads(model_path.read_text())
+    assert stored["estimator"] == estimator
+    assert "labels" not in stored["model"] and "labels_" not in stored["model"]
+    model = load_model(model_path)
+    assert type(model).__name__ == estimator
+    report = model.privacy_report_
+    assert report.planned.epsilon == 2.0
+    assert report.private
+    total = report.total()
+    assert total.epsilon <= 2.0 + 1e-9
+    if pure:  # every release is planned up front: the whole budget is spent, and no delta
+        assert total.epsilon == pytest.approx(2.0)
+        assert report.planned.delta == 0.0 and total.delta == 0.0
+        assert "delta=0 (pure epsilon-DP)" in captured.out
+    if "--delta" in algo:  # morse over dpm splits the one delta between DPM and the covariances
+        assert report.planned.delta == pytest.approx(1e-5)
+        assert total.delta == pytest.approx(1e-5)
+    # a mixture's clusters are its components
+    n_clusters = model.n_components_ if estimator == "DPGaussianMixture" else model.n_clusters_
+    if k is not None:
+        assert n_clusters == k
+
+    rc = cli.main(["predict", str(model_path), str(path)])
+    captured = capsys.readouterr()
+    assert rc == 0 and captured.err == ""
+    labels = np.array(captured.out.split(), dtype=np.int64)
+    assert labels.shape == (SMALL_N,)
+    np.testing.assert_array_equal(labels, model.predict(X))
+    assert labels.max() < n_clusters
+    assert labels.min() >= (-1 if estimator == "DPDBSCAN" else 0)
+    assert adjusted_rand_score(y, labels) > 0.5  # four blobs 20 standard deviations apart
+
+
+def test_summary_shows_each_algorithms_outputs(small, capsys):
+    path = small[0]
+    common = "--epsilon 2 --bounds -40 40 --seed 1 --algorithm"
+    assert _cluster(path, f"{common} dbscan --radius 3") == 0
+    out = capsys.readouterr().out
+    assert "clusters (spans) found: " in out and "core cells per span: " in out
+    assert "points in no span (label -1): " in out and "guarantee: with probability" in out
+    assert _cluster(path, f"{common} lloyd --n-clusters 3 --iterations 2") == 0
+    out = capsys.readouterr().out
+    assert "clusters found: 3" in out and "iterations: 2" in out
+    assert _cluster(path, f"{common} mixture --n-components 3") == 0
+    out = capsys.readouterr().out
+    assert "components: 3 (" in out and "noisy count" in out
+    assert _cluster(path, f"{common} morse --n-clusters 2 --n-components 4") == 0
+    out = capsys.readouterr().out
+    assert "MorseMerging over DPGaussianMixture on " in out
+    assert "clusters: 2 merged from 4 components of the private DPGaussianMixture" in out
+    assert "cluster of each component: " in out
+
+
+def test_faithful_variant_warns(small, tmp_path, capsys):
+    path = small[0]
+    model_path = tmp_path / "faithful.json"
+    options = "--algorithm subclustering --n-clusters 4 --epsilon 1 --bounds -40 40"
+    rc = _cluster(path, options, "--variant", "faithful", "--out", str(model_path))
+    captured = capsys.readouterr()
+    assert rc == 0
+    warned = [ln for ln in captured.err.splitlines() if ln.startswith("privclust: warning:")]
+    assert len(warned) == 1
+    assert "--variant faithful is NOT differentially private" in warned[0]
+    assert "variant: faithful  (NOT private)" in captured.out
+    assert "** NOT PRIVATE (faithful variant) **" in captured.out
+    assert "pure epsilon-DP" not in captured.out
+    assert not load_model(model_path).privacy_report_.private
+    # Applying it warns again: the labels come from a model that is not private.
+    assert cli.main(["predict", str(model_path), str(path)]) == 0
+    err = capsys.readouterr().err
+    assert "privclust: warning:" in err and "NOT differentially private" in err
+    # The private variant (the default) warns about nothing.
+    options = "--algorithm kmeans-guarantee --n-clusters 4 --epsilon 1 --bounds -40 40"
+    assert _cluster(path, options) == 0
+    captured = capsys.readouterr()
+    assert captured.err == "" and "variant: private" in captured.out
+
+
+def test_morse_seed_is_reproducible_and_not_stored(small, tmp_path, capsys):
+    # the base and the covariance pass get distinct seeds derived from --seed
+    assert cli._seeds(None, 2) == [None, None]
+    seeds = cli._seeds(4, 2)
+    assert len(set(seeds)) == 2 and seeds == cli._seeds(4, 2)
+    options = "--algorithm morse --base lloyd --n-clusters 3 --n-components 5 --epsilon 1"
+    outs = [tmp_path / "a.json", tmp_path / "b.json"]
+    for out in outs:
+        assert (
+            _cluster(small[0], options, "--bounds", "-40", "40", "--seed", "4", "--out", str(out))
+            == 0
+        )
+    a, b = (json.loads(o.read_text()) for o in outs)
+    assert a["model"] == b["model"]
+    assert a["params"]["random_state"].startswith("int seed (")
+    assert all(str(s) not in outs[0].read_text() for s in seeds)
+    assert "reproducible (int seed" in capsys.readouterr().out
+
+
+def test_plot_spans_mixture_and_morse(small, tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    common = "--epsilon 2 --bounds -40 40 --seed 0 --algorithm"
+    for algo in (
+        "dbscan --radius 3",
+        "mixture --n-components 4",
+        "morse --n-clusters 4 --n-components 5",
+    ):
+        plot = tmp_path / f"{algo.split()[0]}.png"
+        assert _cluster(small[0], f"{common} {algo}", "--plot", str(plot)) == 0
+        assert plot.read_bytes()[:4] == b"\x89PNG"
+    assert capsys.readouterr().out.count("wrote plot: ") == 3
+
+
+def test_dbscan_plot_needs_2d_data_and_fails_before_fitting(tmp_path, capsys, monkeypatch):
+    pytest.importorskip("matplotlib")
+    data = tmp_path / "three.npy"
+    np.save(data, np.random.default_rng(0).normal(size=(100, 3)))
+
+    def boom(*a, **k):
+        raise AssertionError("no budget may be spent when the plot cannot be drawn")
+
+    monkeypatch.setattr(cli.DPDBSCAN, "fit", boom)
+    options = "--algorithm dbscan --radius 1 --epsilon 1 --bounds -4 4"
+    rc = _cluster(data, options, "--plot", str(tmp_path / "p.png"))
+    _assert_one_error_line(capsys, rc, "draws the spans of 2-D data only; the data has 3")
 
 
 # --------------------------------------------------------------------------------------------
@@ -225,29 +476,49 @@ BAD = [
     (["cluster", "{d}/ok.csv", "--epsilon", "0", "--bounds", "0", "1"], "--epsilon"),
     (["cluster", "{d}/ok.csv", "--epsilon", "-2", "--bounds", "0", "1"], "positive number"),
     (["cluster", "{d}/ok.csv", "--epsilon", "x", "--bounds", "0", "1"], "expected a number"),
-    (["cluster", "{d}/ok.csv", "--epsilon", "1", "--delta", "2", "--bounds", "0", "1"],
-     "--delta"),
+    (["cluster", "{d}/ok.csv", "--epsilon", "1", "--delta", "2", "--bounds", "0", "1"], "--delta"),
     (["cluster", "{d}/ok.csv", "--epsilon", "1"], "--bounds --bounds-file is required"),
     (["cluster", "{d}/ok.csv", "--epsilon", "1", "--bounds", "5", "1"], "lo < hi"),
-    (["cluster", "{d}/ok.csv", "--epsilon", "1", "--bounds-file", "{d}/b3.csv"],
-     "expected (2,) for all features or (2, 2)"),
-    (["cluster", "{d}/ok.csv", "--epsilon", "1", "--bounds-file", "{d}/nob.json"],
-     'no "bounds" entry'),
-    (["cluster", "{d}/ok.csv", "--epsilon", "1", "--bounds-file", "{d}/none.json"],
-     "bounds file"),
+    (
+        ["cluster", "{d}/ok.csv", "--epsilon", "1", "--bounds-file", "{d}/b3.csv"],
+        "expected (2,) for all features or (2, 2)",
+    ),
+    (
+        ["cluster", "{d}/ok.csv", "--epsilon", "1", "--bounds-file", "{d}/nob.json"],
+        'no "bounds" entry',
+    ),
+    (["cluster", "{d}/ok.csv", "--epsilon", "1", "--bounds-file", "{d}/none.json"], "bounds file"),
     (["cluster", "{d}/nan.csv", "--epsilon", "1", "--bounds", "-20", "20"], "NaN"),
-    (["cluster", "{d}/text.csv", "--epsilon", "1", "--bounds", "0", "5"],
-     "column 'city' is not numeric"),
+    (
+        ["cluster", "{d}/text.csv", "--epsilon", "1", "--bounds", "0", "5"],
+        "column 'city' is not numeric",
+    ),
     (["cluster", "{d}/empty.csv", "--epsilon", "1", "--bounds", "0", "5"], "empty"),
     (["cluster", "{d}/data.xlsx", "--epsilon", "1", "--bounds", "0", "5"], "unknown file type"),
-    (["cluster", "{d}/ok.csv", "--epsilon", "1", "--bounds", "0", "9", "--algorithm", "kmeans"],
-     "unknown algorithm 'kmeans'; available: dpm"),
-    (["cluster", "{d}/ok.csv", "--epsilon", "1", "--bounds", "0", "9", "--max-depth", "40"],
-     "max_depth"),
-    (["cluster", "{d}/ok.csv", "--epsilon", "1", "--bounds", "0", "9", "--out",
-      "{d}/no/dir/m.json"], "does not exist"),
-    (["cluster", "{d}/ok.csv", "--epsilon", "1", "--bounds", "0", "9", "--seed", "-1"],
-     "--seed"),
+    (
+        ["cluster", "{d}/ok.csv", "--epsilon", "1", "--bounds", "0", "9", "--algorithm", "kmeans"],
+        "unknown algorithm 'kmeans'; available: dpm, dbscan, lloyd, kmeans-guarantee, "
+        "subclustering, mixture, morse",
+    ),
+    (
+        ["cluster", "{d}/ok.csv", "--epsilon", "1", "--bounds", "0", "9", "--max-depth", "40"],
+        "max_depth",
+    ),
+    (
+        [
+            "cluster",
+            "{d}/ok.csv",
+            "--epsilon",
+            "1",
+            "--bounds",
+            "0",
+            "9",
+            "--out",
+            "{d}/no/dir/m.json",
+        ],
+        "does not exist",
+    ),
+    (["cluster", "{d}/ok.csv", "--epsilon", "1", "--bounds", "0", "9", "--seed", "-1"], "--seed"),
     (["predict", "{d}/ok.csv", "{d}/ok.csv"], "not valid JSON"),
     (["predict", "{d}/nob.json", "{d}/ok.csv"], "not a privclust model"),
     (["predict", "{d}/missing.json", "{d}/ok.csv"], "model file"),
@@ -262,6 +533,77 @@ def test_user_mistakes(argv, expected, bad_files, capsys):
     _assert_one_error_line(capsys, rc, expected)
 
 
+#: Options that do not fit the algorithm: after "cluster ok.csv --epsilon 1 --bounds 0 9".
+BAD_OPTIONS = [
+    (
+        "--n-clusters 3",
+        "--n-clusters does not apply to --algorithm dpm; it is an option of lloyd, "
+        "kmeans-guarantee, subclustering, morse",
+    ),
+    (
+        "--algorithm lloyd --n-clusters 2 --max-depth 3",
+        "--max-depth does not apply to --algorithm lloyd; it is an option of dpm, morse --base dpm",
+    ),
+    ("--algorithm lloyd --n-clusters 2 --variant faithful", "--variant does not apply to"),
+    (
+        "--algorithm kmeans-guarantee --n-clusters 2 --internal-k 3",
+        "--internal-k does not apply to --algorithm kmeans-guarantee; it is an option of "
+        "subclustering",
+    ),
+    (
+        "--algorithm lloyd --n-clusters 2 --delta 1e-6",
+        "--delta does not apply to --algorithm lloyd: DPLloyd is pure epsilon-DP (delta = 0)",
+    ),
+    ("--algorithm dbscan --radius 1 --delta 1e-6", "DPDBSCAN is pure epsilon-DP"),
+    (
+        "--algorithm dbscan",
+        "--algorithm dbscan needs --radius: the DBSCAN neighbourhood radius in the data's units "
+        "(not the privacy budget)",
+    ),
+    (
+        "--algorithm dbscan --eps 0.5",
+        "argument --eps: is ambiguous: give the privacy budget as --epsilon and the DBSCAN "
+        "neighbourhood radius as --radius",
+    ),
+    ("--algorithm dbscan --radius 0", "argument --radius: must be a positive number"),
+    (
+        "--algorithm dbscan --radius 1 --n-clusters 2",
+        "--n-clusters does not apply to --algorithm dbscan",
+    ),
+    ("--algorithm lloyd", "--algorithm lloyd needs --n-clusters"),
+    ("--algorithm mixture", "--algorithm mixture needs --n-components"),
+    ("--algorithm morse --n-components 4", "--algorithm morse needs --n-clusters"),
+    ("--algorithm morse --n-clusters 2", "--algorithm morse --base mixture needs --n-components"),
+    (
+        "--algorithm morse --base dpm --n-clusters 2 --n-components 4",
+        "--n-components does not apply to --algorithm morse --base dpm; it is an option of "
+        "mixture, morse --base mixture|lloyd",
+    ),
+    ("--algorithm morse --n-clusters 5 --n-components 3", "it must be at least --n-clusters"),
+    ("--algorithm morse --base kmeans --n-clusters 2", "argument --base: invalid choice: 'kmeans'"),
+    (
+        "--algorithm mixture --n-components 2 --base dpm",
+        "--base does not apply to --algorithm mixture; it is an option of morse",
+    ),
+    (
+        "--algorithm subclustering --n-clusters 2 --variant exact",
+        "argument --variant: invalid choice: 'exact'",
+    ),
+]
+
+
+@pytest.mark.parametrize(("options", "expected"), BAD_OPTIONS, ids=[o for o, _ in BAD_OPTIONS])
+def test_options_that_do_not_fit_the_algorithm(options, expected, bad_files, capsys):
+    rc = _cluster(bad_files / "ok.csv", f"--epsilon 1 --bounds 0 9 {options}")
+    _assert_one_error_line(capsys, rc, expected)
+
+
+def test_missing_bounds_for_every_algorithm(bad_files, capsys):
+    for options in ("dbscan --radius 1", "lloyd --n-clusters 2", "morse --n-clusters 2"):
+        rc = _cluster(bad_files / "ok.csv", f"--epsilon 1 --algorithm {options}")
+        _assert_one_error_line(capsys, rc, "--bounds --bounds-file is required")
+
+
 def test_bad_plot_path_fails_before_fitting(bad_files, capsys, monkeypatch):
     pytest.importorskip("matplotlib")
 
@@ -269,8 +611,19 @@ def test_bad_plot_path_fails_before_fitting(bad_files, capsys, monkeypatch):
         raise AssertionError("the data must not be read before the outputs are checked")
 
     monkeypatch.setattr(cli, "read_table", boom)
-    rc = cli.main(["cluster", str(bad_files / "ok.csv"), "--epsilon", "1", "--bounds", "0", "9",
-                   "--plot", str(bad_files / "x.gif")])
+    rc = cli.main(
+        [
+            "cluster",
+            str(bad_files / "ok.csv"),
+            "--epsilon",
+            "1",
+            "--bounds",
+            "0",
+            "9",
+            "--plot",
+            str(bad_files / "x.gif"),
+        ]
+    )
     _assert_one_error_line(capsys, rc, "unknown image type '.gif'")
 
 
@@ -294,16 +647,33 @@ def test_help_returns_zero(capsys):
     assert cli.main(["--help"]) == 0
     assert "cluster" in capsys.readouterr().out
     assert cli.main(["cluster", "--help"]) == 0
-    assert "--bounds-file" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "--bounds-file" in out
+    # every algorithm on a line of its own with its description
+    listed = out.split("algorithms (--algorithm):")[1]
+    for name, algo in cli.ALGORITHMS.items():
+        line = next(ln for ln in listed.splitlines() if ln.split()[:1] == [name])
+        assert algo.description.split(":")[0] in line
+    dbscan_group = out.split("\ndbscan:\n")[1]
+    radius_help = " ".join(dbscan_group.split("--radius R")[1].split("--min-samples")[0].split())
+    assert "NOT the privacy budget, which is --epsilon" in radius_help
 
 
 def test_entry_point_subprocess():
-    res = subprocess.run([sys.executable, "-m", "privclust.cli", "--help"],
-                         capture_output=True, text=True, timeout=60)
+    res = subprocess.run(
+        [sys.executable, "-m", "privclust.cli", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert res.returncode == 0 and "predict" in res.stdout
     script = shutil.which("privclust")
     if script is not None:
-        res = subprocess.run([script, "cluster", "missing.csv", "--epsilon", "1", "--bounds",
-                              "0", "1"], capture_output=True, text=True, timeout=60)
+        res = subprocess.run(
+            [script, "cluster", "missing.csv", "--epsilon", "1", "--bounds", "0", "1"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert res.returncode == 2
         assert res.stderr.strip() == "privclust: error: input file missing.csv does not exist"

@@ -31,7 +31,10 @@ SEED = 12345
 @pytest.fixture(scope="module")
 def data():
     X, _ = make_blobs(
-        20000, 2, centers=[[-20, -20], [20, 20], [-20, 20], [20, -20]], cluster_std=2.0,
+        20000,
+        2,
+        centers=[[-20, -20], [20, 20], [-20, 20], [20, -20]],
+        cluster_std=2.0,
         random_state=0,
     )
     return X
@@ -89,8 +92,15 @@ def test_file_holds_no_labels_data_or_seed(model, data, tmp_path):
     path = save_model(model, tmp_path / "m.json")
     text = path.read_text()
     d = json.loads(text)
-    assert set(d) == {"format", "version", "estimator", "privclust_version", "params", "model",
-                      "privacy_report"}
+    assert set(d) == {
+        "format",
+        "version",
+        "estimator",
+        "privclust_version",
+        "params",
+        "model",
+        "privacy_report",
+    }
     assert d["format"] == "privclust-model" and d["version"] == 1 and d["estimator"] == "DPM"
     assert "labels" not in text
     assert "accountant" not in d["params"]
@@ -100,9 +110,17 @@ def test_file_holds_no_labels_data_or_seed(model, data, tmp_path):
     # no training record appears in the file
     for row in data[:20]:
         assert repr(float(row[0])) not in text
-    assert set(d["model"]) == {"cluster_centers", "cluster_sizes", "n_clusters", "split_tree",
-                               "interval_size", "n_split_candidates", "min_cluster_size",
-                               "delta", "n_features_in"}
+    assert set(d["model"]) == {
+        "cluster_centers",
+        "cluster_sizes",
+        "n_clusters",
+        "split_tree",
+        "interval_size",
+        "n_split_candidates",
+        "min_cluster_size",
+        "delta",
+        "n_features_in",
+    }
 
 
 def test_model_to_dict_is_plain_json(model):
@@ -405,8 +423,7 @@ def test_dpdbscan_round_trip(tmp_path):
 
     rng = np.random.default_rng(0)
     X = np.concatenate([rng.normal(-5, 0.5, (1500, 2)), rng.normal(5, 0.5, (1500, 2))])
-    model = DPDBSCAN(epsilon=1.0, eps=0.8, min_samples=10, bounds=(-10, 10),
-                     random_state=0).fit(X)
+    model = DPDBSCAN(epsilon=1.0, eps=0.8, min_samples=10, bounds=(-10, 10), random_state=0).fit(X)
     path = tmp_path / "spans.json"
     pio.save_model(model, path)
     back = pio.load_model(path)
@@ -430,3 +447,64 @@ def test_mixture_and_morse_round_trip(tmp_path):
         back = pio.load_model(path)
         np.testing.assert_array_equal(back.predict(X), model.predict(X))
         assert "base_estimator" not in json.loads(path.read_text())["params"]
+
+
+@pytest.mark.parametrize(
+    ("name", "kwargs"),
+    [
+        ("DPLloyd", {}),
+        ("KMeansGuarantee", {"max_iter": 4}),
+        ("SubClustering", {"max_iter": 3, "internal_k": 3}),
+        ("KMeansGuarantee", {"max_iter": 3, "variant": "faithful"}),
+    ],
+    ids=["DPLloyd", "KMeansGuarantee", "SubClustering", "KMeansGuarantee-faithful"],
+)
+def test_kmeans_family_round_trip(name, kwargs, data, tmp_path):
+    import privclust
+
+    cls = getattr(privclust, name)
+    model = cls(n_clusters=4, epsilon=2.0, bounds=(-40, 40), random_state=SEED, **kwargs)
+    model.fit(data)
+    path = save_model(model, tmp_path / "k.json")
+    back = load_model(path)
+    assert type(back) is cls
+    np.testing.assert_array_equal(back.predict(data), model.labels_)
+    np.testing.assert_array_equal(back.cluster_centers_, model.cluster_centers_)
+    np.testing.assert_array_equal(back.cluster_sizes_, model.cluster_sizes_)
+    assert back.n_clusters_ == 4 and back.n_iter_ == model.n_iter_ and back.n_features_in_ == 2
+    assert back.privacy_report_.total() == model.privacy_report_.total()
+    assert back.privacy_report_.private is (kwargs.get("variant", "private") == "private")
+    assert back.get_params()["variant" if "variant" in kwargs else "epsilon"] == (
+        kwargs.get("variant", 2.0)
+    )
+    stored = json.loads(path.read_text())
+    # only the final release: no labels, and nothing computed without noise (the exact costs,
+    # the faithful variant's exact convergent zones)
+    assert set(stored["model"]) == {
+        "cluster_centers",
+        "cluster_sizes",
+        "n_clusters",
+        "n_iter",
+        "n_features_in",
+    }
+    assert stored["params"]["random_state"].startswith("int seed (")
+    assert str(SEED) not in stored["params"]["random_state"] + str(stored["privacy_report"])
+
+
+def test_kmeans_family_malformed(data):
+    from privclust import DPLloyd
+
+    model = DPLloyd(n_clusters=3, epsilon=1.0, bounds=(-40, 40), random_state=0).fit(data)
+    d = json.loads(json.dumps(model_to_dict(model)))
+    bad = json.loads(json.dumps(d))
+    bad["model"]["cluster_sizes"] = [1, 2]
+    with pytest.raises(ModelFormatError, match="cluster_sizes has 2 entries for 3 centres"):
+        model_from_dict(bad)
+    bad = json.loads(json.dumps(d))
+    bad["model"]["cluster_centers"][0][1] = None  # NaN is written as null
+    with pytest.raises(ModelFormatError, match="non-finite"):
+        model_from_dict(bad)
+    bad = json.loads(json.dumps(d))
+    del bad["model"]["n_iter"]
+    with pytest.raises(ModelFormatError, match="missing key 'n_iter'"):
+        model_from_dict(bad)

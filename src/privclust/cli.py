@@ -3,9 +3,15 @@
 ::
 
     privclust cluster data.csv --algorithm dpm --epsilon 1 --bounds -100 100 --out model.json
+    privclust cluster data.csv --algorithm dbscan --radius 0.5 --epsilon 1 --bounds -3 3
+    privclust cluster data.csv --algorithm morse --base lloyd --n-components 12 --n-clusters 4 ...
     privclust predict model.json new.csv [--out labels.csv]
     privclust demo [--out-dir DIR] [--seed S]
     privclust datasets
+
+``--algorithm`` is one of :data:`ALGORITHMS`; the options of all algorithms share one parser,
+and one given to an algorithm it does not apply to is a user mistake (it would otherwise be
+silently ignored).
 
 User mistakes (missing file, bad bounds, epsilon <= 0, NaN in the data, a non-numeric column...)
 end with one line ``privclust: error: ...`` on stderr and exit status 2, never a traceback;
@@ -20,14 +26,24 @@ import json
 import math
 import os
 import sys
+import textwrap
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from . import datasets, io, viz
 from ._readers import read_table
-from .cluster import DPM
+from .cluster import (
+    DPDBSCAN,
+    DPM,
+    DPGaussianMixture,
+    DPLloyd,
+    KMeansGuarantee,
+    MorseMerging,
+    SubClustering,
+)
 from .cluster._base import check_bounds, check_data
 from .privacy import BudgetExceededError
 
@@ -36,10 +52,105 @@ __all__ = ["main"]
 PROG = "privclust"
 _PACKAGE_DIR = Path(__file__).resolve().parent
 
-#: Algorithms the command line can run: name -> (estimator class, one-line description).
+
+@dataclass(frozen=True)
+class Algorithm:
+    """One ``--algorithm`` choice of ``privclust cluster``."""
+
+    cls: type
+    description: str
+    #: algorithm-specific options (argparse dests) that apply; any other one is an error
+    options: tuple[str, ...] = ()
+    #: of those, the ones without a sensible default (a radius in the data's units, k...)
+    required: tuple[str, ...] = ()
+    #: False for pure epsilon-DP algorithms: they take no --delta
+    delta: bool = True
+
+
+#: Algorithms the command line can run, in the order ``--help`` lists them.
 ALGORITHMS = {
-    "dpm": (DPM, "DPM (DP-Mondrian, Liebenow et al.): private splits through sparse regions"),
+    "dpm": Algorithm(
+        DPM,
+        "DPM (Liebenow et al.): private splits through sparse regions; finds k itself",
+        ("max_depth",),
+    ),
+    "dbscan": Algorithm(
+        DPDBSCAN,
+        "DP-DBSCAN (Qiu & Yi): density spans of grid cells with noisy counts; -1 = noise",
+        ("radius", "min_samples"),
+        ("radius",),
+        delta=False,
+    ),
+    "lloyd": Algorithm(
+        DPLloyd,
+        "DP-Lloyd (Su et al.): k-means with noisy counts and sums per iteration",
+        ("n_clusters", "iterations"),
+        ("n_clusters",),
+        delta=False,
+    ),
+    "kmeans-guarantee": Algorithm(
+        KMeansGuarantee,
+        "KMeans Guarantee (Lu & Shen): k-means moved by the exponential mechanism",
+        ("n_clusters", "variant", "iterations"),
+        ("n_clusters",),
+        delta=False,
+    ),
+    "subclustering": Algorithm(
+        SubClustering,
+        "SubClustering (Joshi & Thakkar): KMeans Guarantee sampling in sub-clusters",
+        ("n_clusters", "variant", "internal_k", "iterations"),
+        ("n_clusters",),
+        delta=False,
+    ),
+    "mixture": Algorithm(
+        DPGaussianMixture,
+        "DPMoG-hard (Byun et al.): a Gaussian mixture by hard EM with Gaussian noise",
+        ("n_components", "iterations"),
+        ("n_components",),
+    ),
+    "morse": Algorithm(
+        MorseMerging,
+        "Morse merging (Byun et al.): non-convex clusters from a private model's components",
+        ("base", "n_clusters"),
+        ("n_clusters",),
+    ),
 }
+
+#: ``morse --base``: the base estimator and the options it adds (applicable, required).
+_MORSE_BASES = {
+    "mixture": (DPGaussianMixture, ("n_components", "iterations"), ("n_components",)),
+    "lloyd": (DPLloyd, ("n_components", "iterations"), ("n_components",)),
+    "dpm": (DPM, ("max_depth",), ()),
+}
+_MORSE_DEFAULT_BASE = "mixture"
+
+#: The algorithm-specific options: argparse dest -> flag.
+_ALGORITHM_OPTIONS = {
+    "max_depth": "--max-depth",
+    "radius": "--radius",
+    "min_samples": "--min-samples",
+    "n_clusters": "--n-clusters",
+    "n_components": "--n-components",
+    "variant": "--variant",
+    "internal_k": "--internal-k",
+    "iterations": "--iterations",
+    "base": "--base",
+}
+_DPM_DEFAULT_MAX_DEPTH = 7
+
+_MISSING_HINTS = {
+    "radius": "the DBSCAN neighbourhood radius in the data's units (not the privacy budget), "
+    "e.g. --radius 0.5",
+    "n_clusters": "the number of clusters k, e.g. --n-clusters 5",
+    "n_components": "the number of mixture components (morse: of base centres, K0, at least "
+    "--n-clusters), e.g. --n-components 8",
+}
+
+_FAITHFUL_WARNING = (
+    "--variant faithful is NOT differentially private: it publishes exact data-dependent "
+    "values (the papers' steps as printed; see the privacy report). Use it to compare with the "
+    "papers, never for a model you publish"
+)
 
 _SEED_WARNING = (
     "--seed makes the noise reproducible: anyone who knows the seed can remove it. Use it for "
@@ -49,6 +160,21 @@ _SECURE_NOTE = (
     "randomness: secure (ChaCha20 keyed from the operating system); --seed S gives reproducible "
     "runs for testing, which are not secure"
 )
+
+
+class _AmbiguousEps(argparse.Action):
+    """``--eps``: refused, since DBSCAN users mean the radius and DP users the budget.
+
+    Without it argparse would read ``--eps 0.5`` as an abbreviation of ``--epsilon``, silently
+    turning a DBSCAN radius into the privacy budget.
+    """
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        raise argparse.ArgumentError(
+            self,
+            "is ambiguous: give the privacy budget as --epsilon and the DBSCAN "
+            "neighbourhood radius as --radius",
+        )
 
 
 class _UsageError(Exception):
@@ -149,8 +275,13 @@ def _progress(total: int):
         enabled = sys.stderr.isatty()
     except (AttributeError, ValueError):
         enabled = False
-    bar = tqdm(total=total, file=sys.stderr, disable=not enabled, leave=False,
-               bar_format="{desc} |{bar}| {n_fmt}/{total_fmt} [{elapsed}]")
+    bar = tqdm(
+        total=total,
+        file=sys.stderr,
+        disable=not enabled,
+        leave=False,
+        bar_format="{desc} |{bar}| {n_fmt}/{total_fmt} [{elapsed}]",
+    )
     try:
         yield bar
     finally:
@@ -204,8 +335,10 @@ def _format_table(header: list[str], rows: list[list[str]], right: set[int]) -> 
     widths = [max(len(str(c)) for c in col) for col in zip(header, *rows, strict=True)]
 
     def fmt(row):
-        cells = [str(c).rjust(w) if j in right else str(c).ljust(w)
-                 for j, (c, w) in enumerate(zip(row, widths, strict=True))]
+        cells = [
+            str(c).rjust(w) if j in right else str(c).ljust(w)
+            for j, (c, w) in enumerate(zip(row, widths, strict=True))
+        ]
         return "  ".join(cells).rstrip()
 
     return [fmt(header)] + [fmt(r) for r in rows]
@@ -219,8 +352,10 @@ def _print_clusters(model, names: list[str], max_rows: int = 20, max_dims: int =
         return
     d = model.cluster_centers_.shape[1]
     if k <= max_rows and d <= max_dims:
-        rows = [[str(i), str(int(sizes[i]))] + [f"{v:.4g}" for v in model.cluster_centers_[i]]
-                for i in range(k)]
+        rows = [
+            [str(i), str(int(sizes[i]))] + [f"{v:.4g}" for v in model.cluster_centers_[i]]
+            for i in range(k)
+        ]
         header = ["cluster", "noisy size"] + [str(n) for n in names]
         for line in _format_table(header, rows, right=set(range(len(header)))):
             print("  " + line)
@@ -236,13 +371,253 @@ def _print_clusters(model, names: list[str], max_rows: int = 20, max_dims: int =
 # --------------------------------------------------------------------------------------------
 
 
-def _cmd_cluster(args) -> int:
+def _option_users(dest: str) -> str:
+    """The algorithms (and morse bases) an algorithm-specific option applies to, for errors."""
+    users = []
+    for name, algo in ALGORITHMS.items():
+        if dest in algo.options:
+            users.append(name)
+        elif name == "morse":
+            bases = [b for b, (_, opts, _) in _MORSE_BASES.items() if dest in opts]
+            if bases:
+                users.append(f"morse --base {'|'.join(bases)}")
+    return ", ".join(users)
+
+
+def _check_algorithm(args) -> tuple[str, Algorithm]:
+    """The chosen algorithm, after checking that every option given applies to it.
+
+    The options of all algorithms share one parser (so ``--help`` lists them together); an
+    option given to an algorithm that ignores it would silently do nothing, so it is an error.
+    """
     name = args.algorithm.lower()
     if name not in ALGORITHMS:
         raise ValueError(
-            f"unknown algorithm {args.algorithm!r}; available: {', '.join(sorted(ALGORITHMS))}"
+            f"unknown algorithm {args.algorithm!r}; available: {', '.join(ALGORITHMS)}"
         )
-    cls, _ = ALGORITHMS[name]
+    algo = ALGORITHMS[name]
+    options, required, label = algo.options, algo.required, name
+    if name == "morse":
+        base = args.base or _MORSE_DEFAULT_BASE
+        _, base_options, base_required = _MORSE_BASES[base]
+        options, required = options + base_options, required + base_required
+        label = f"morse --base {base}"
+    for dest, flag in _ALGORITHM_OPTIONS.items():
+        if getattr(args, dest) is not None and dest not in options:
+            raise ValueError(
+                f"{flag} does not apply to --algorithm {label}; it is an option of "
+                f"{_option_users(dest)}"
+            )
+    if args.delta is not None and not algo.delta:
+        raise ValueError(
+            f"--delta does not apply to --algorithm {name}: {algo.cls.__name__} is pure "
+            "epsilon-DP (delta = 0)"
+        )
+    for dest in required:
+        if getattr(args, dest) is None:
+            who = name if dest in algo.required else label  # name the base only if it matters
+            raise ValueError(
+                f"--algorithm {who} needs {_ALGORITHM_OPTIONS[dest]}: {_MISSING_HINTS[dest]}"
+            )
+    if name == "morse" and args.n_components is not None and args.n_components < args.n_clusters:
+        raise ValueError(
+            f"--n-components ({args.n_components}) is the number of base components that morse "
+            f"merges into --n-clusters ({args.n_clusters}) clusters; it must be at least "
+            "--n-clusters"
+        )
+    return name, algo
+
+
+def _seeds(seed: int | None, n: int) -> list[int | None]:
+    """``n`` independent seeds from one (None stays None: secure randomness for every part)."""
+    if seed is None:
+        return [None] * n
+    # Two fits seeded with the same int would draw the same noise stream; derive distinct ones.
+    return [int(v) for v in np.random.SeedSequence(seed).generate_state(n)]
+
+
+def _build_estimator(name: str, args, bounds: np.ndarray):
+    """The estimator for ``--algorithm name`` from the command-line options."""
+    common = dict(epsilon=args.epsilon, bounds=bounds, random_state=args.seed)
+    if name == "dpm":
+        return DPM(
+            delta=args.delta, max_depth=_or(args.max_depth, _DPM_DEFAULT_MAX_DEPTH), **common
+        )
+    if name == "dbscan":
+        extra = {} if args.min_samples is None else {"min_samples": args.min_samples}
+        return DPDBSCAN(eps=args.radius, **extra, **common)
+    if name == "lloyd":
+        return DPLloyd(n_clusters=args.n_clusters, n_iter=args.iterations, **common)
+    if name in ("kmeans-guarantee", "subclustering"):
+        extra = {"variant": args.variant or "private"}
+        if args.iterations is not None:
+            extra["max_iter"] = args.iterations
+        if args.internal_k is not None:
+            extra["internal_k"] = args.internal_k
+        return ALGORITHMS[name].cls(n_clusters=args.n_clusters, **extra, **common)
+    if name == "mixture":
+        extra = {} if args.iterations is None else {"n_iter": args.iterations}
+        return DPGaussianMixture(
+            n_components=args.n_components, delta=args.delta, **extra, **common
+        )
+    if name == "morse":
+        base_name = args.base or _MORSE_DEFAULT_BASE
+        base_seed, morse_seed = _seeds(args.seed, 2)
+        morse = MorseMerging(
+            n_clusters=args.n_clusters, epsilon=args.epsilon, random_state=morse_seed
+        )
+        base_common = dict(epsilon=args.epsilon, bounds=bounds, random_state=base_seed)
+        iters = {} if args.iterations is None else {"n_iter": args.iterations}
+        if base_name == "mixture":
+            # MorseMerging over a mixture spends nothing itself: --delta is the mixture's.
+            base = DPGaussianMixture(
+                n_components=args.n_components, delta=args.delta, **iters, **base_common
+            )
+        elif base_name == "lloyd":
+            # DPLloyd is pure epsilon-DP: --delta is the covariance pass's.
+            base = DPLloyd(n_clusters=args.n_components, **iters, **base_common)
+            morse.set_params(delta=args.delta)
+        else:
+            # Both DPM and the covariance pass spend delta; split the total like epsilon so that
+            # the run spends what --delta says, not twice it.
+            share = float(morse.covariance_share)
+            base_delta = cov_delta = None
+            if args.delta is not None:
+                base_delta, cov_delta = (1.0 - share) * args.delta, share * args.delta
+            base = DPM(
+                delta=base_delta,
+                max_depth=_or(args.max_depth, _DPM_DEFAULT_MAX_DEPTH),
+                **base_common,
+            )
+            morse.set_params(delta=cov_delta)
+        return morse.set_params(base_estimator=base)
+    raise AssertionError(f"no estimator for algorithm {name!r}")  # ALGORITHMS is checked first
+
+
+def _or(value, default):
+    return default if value is None else value
+
+
+def _check_plot_dimensions(name: str, d: int) -> None:
+    if name == "dbscan" and d != 2:
+        raise ValueError(
+            f"--plot for --algorithm dbscan draws the spans of 2-D data only; the data has {d} "
+            "features (leave out --plot)"
+        )
+
+
+def _draw(name: str, model, X: np.ndarray, names: list[str]):
+    """The figure ``--plot`` writes (it shows the raw data: not a private release)."""
+    if name == "dbscan":
+        return model.plot_spans(X=X).figure
+    if name == "morse":
+        if X.shape[1] == 2:
+            return model.plot_density(X=X).figure
+        return model.plot_dendrogram().figure
+    return viz.plot_clusters(X, model, feature_names=names).figure
+
+
+def _print_dbscan(model, X: np.ndarray, max_rows: int = 20) -> None:
+    k = int(model.n_clusters_)
+    print(f"clusters (spans) found: {k}")
+    shape = "x".join(str(int(v)) for v in model.grid_shape_)
+    print(
+        f"core cells: {model.span_cells_.shape[0]:,} of a {shape} grid of cells of width "
+        f"{model.cell_width_:.4g} ({model.histogram_} histogram)"
+    )
+    if k:
+        cells = np.bincount(model.span_labels_, minlength=k)
+        shown = ", ".join(str(int(c)) for c in cells[:max_rows])
+        more = f", ... ({k - max_rows} more)" if k > max_rows else ""
+        print(f"core cells per span: {shown}{more}")
+    print(f"guarantee: {model.guarantee_['statement']}")
+    noise = int(np.count_nonzero(model.labels_ < 0))
+    print(
+        f"points in no span (label -1): {noise:,} of {X.shape[0]:,}  [the spans applied to "
+        "the input; not part of the release]"
+    )
+
+
+def _print_mixture(model, names: list[str], max_rows: int = 20, max_dims: int = 6) -> None:
+    k = int(model.n_components_)
+    active = int(np.count_nonzero(model.active_components_))
+    print(f"components: {k} ({active} active: noisy count above the empty-component threshold)")
+    weights = np.asarray(model.weights_, dtype=float)
+    counts = np.asarray(model.noisy_counts_, dtype=float)
+    d = model.means_.shape[1]
+    if k <= max_rows and d <= max_dims:
+        rows = [
+            [str(i), f"{weights[i]:.3f}", f"{counts[i]:.0f}"]
+            + [f"{v:.4g}" for v in model.means_[i]]
+            for i in range(k)
+        ]
+        header = ["component", "weight", "noisy count"] + [str(n) for n in names]
+        for line in _format_table(header, rows, right=set(range(len(header)))):
+            print("  " + line)
+    else:
+        shown = ", ".join(f"{w:.3f}" for w in weights[:max_rows])
+        more = f", ... ({k - max_rows} more)" if k > max_rows else ""
+        print(f"weights: {shown}{more}")
+        print(f"means and covariances: {k} x {d} (in the model file)")
+
+
+def _print_morse(model, max_rows: int = 40) -> None:
+    base = model.base_estimator_
+    k0 = int(np.asarray(model.weights_).size)
+    print(
+        f"clusters: {model.n_clusters_} merged from {k0} components of the private "
+        f"{type(base).__name__}"
+    )
+    labels = np.asarray(model.component_labels_)
+    shown = " ".join(str(int(v)) for v in labels[:max_rows])
+    more = f" ... ({k0 - max_rows} more)" if k0 > max_rows else ""
+    print(f"cluster of each component: {shown}{more}  (-1: left out, weight below min_weight)")
+    print(f"transition points (TEVs) found: {len(model.tevs_)}")
+    if model.n_fallback_merges_:
+        print(
+            f"merges without a transition point (straight-segment barrier): "
+            f"{model.n_fallback_merges_}"
+        )
+
+
+def _print_summary(name: str, model, X: np.ndarray, names: list[str]) -> None:
+    if name == "dbscan":
+        _print_dbscan(model, X)
+        return
+    if name == "mixture":
+        _print_mixture(model, names)
+        return
+    if name == "morse":
+        _print_morse(model)
+        return
+    _print_clusters(model, names)
+    if hasattr(model, "n_iter_"):
+        print(f"iterations: {model.n_iter_}")
+    variant = getattr(model, "variant", None)
+    if variant is not None:
+        print(f"variant: {variant}" + ("" if variant == "private" else "  (NOT private)"))
+
+
+#: What a model file of each algorithm holds, besides the parameters and the privacy report.
+_MODEL_CONTENTS = {
+    "dpm": "centres, noisy sizes, split tree",
+    "dbscan": "grid and core cells of every span",
+    "lloyd": "centres, noisy sizes",
+    "kmeans-guarantee": "centres, noisy sizes",
+    "subclustering": "centres, noisy sizes",
+    "mixture": "weights, means, covariances, noisy counts",
+    "morse": "mixture, equilibria, merge hierarchy",
+}
+
+
+def _describe_fit(name: str, model) -> str:
+    if name == "morse":
+        return f"MorseMerging over {type(model.base_estimator).__name__}"
+    return type(model).__name__
+
+
+def _cmd_cluster(args) -> int:
+    name, algo = _check_algorithm(args)
     # Check every output before the budget is spent.
     out = _check_output_path(args.out, "model file") if args.out else None
     plot = None
@@ -251,15 +626,19 @@ def _cmd_cluster(args) -> int:
         plot = viz.check_figure_path(_check_output_path(args.plot, "plot"))
     if args.seed is not None:
         _warn_line(_SEED_WARNING)
+    if args.variant == "faithful":
+        _warn_line(_FAITHFUL_WARNING)
 
     with _progress(total=2) as bar:
         bar.set_description_str(f"reading {args.input}")
         X, names = _read_data(args.input, args.header)
         bar.update()
         bounds = _read_bounds(args, X.shape[1])
-        model = cls(epsilon=args.epsilon, delta=args.delta, bounds=bounds,
-                    max_depth=args.max_depth, random_state=args.seed)
-        bar.set_description_str(f"fitting {cls.__name__}")
+        if plot is not None:
+            _check_plot_dimensions(name, X.shape[1])
+        model = _build_estimator(name, args, bounds)
+        title = _describe_fit(name, model)
+        bar.set_description_str(f"fitting {title}")
         model.fit(X)
         bar.update()
 
@@ -267,21 +646,38 @@ def _cmd_cluster(args) -> int:
     if out is not None:
         io.save_model(model, out)
     if plot is not None:
-        fig = viz.plot_clusters(X, model, feature_names=names).figure
-        viz.save_figure(fig, plot, close=True)
+        viz.save_figure(_draw(name, model, X, names), plot, close=True)
 
     n, d = X.shape
-    delta = f"{args.delta:g}" if args.delta is not None else "auto (1/n_hat^1.5)"
-    print(f"{cls.__name__} on {args.input}: {n:,} points x {d} feature(s), "
-          f"epsilon={args.epsilon:g}, delta={delta}")
-    _print_clusters(model, names)
+    if args.variant == "faithful":
+        delta = "0 (but NOT private: --variant faithful)"
+    elif not algo.delta:
+        delta = "0 (pure epsilon-DP)"
+    elif args.delta is not None:
+        delta = f"{args.delta:g}"
+    else:
+        delta = "auto (1/n_hat^1.5)"
+    print(
+        f"{title} on {args.input}: {n:,} points x {d} feature(s), "
+        f"epsilon={args.epsilon:g}, delta={delta}"
+    )
+    _print_summary(name, model, X, names)
+    report = model.privacy_report_
+    spent = report.total()
+    print(
+        f"privacy spent: epsilon={spent.epsilon:.4g} of {report.planned.epsilon:g}, "
+        f"delta={spent.delta:.3g} of {report.planned.delta:.3g}"
+        + ("" if report.private else "  ** NOT PRIVATE (faithful variant) **")
+    )
     print()
-    print(model.privacy_report_)
+    print(report)
     if args.seed is None:
         print(_SECURE_NOTE)
     if out is not None:
-        print(f"wrote model: {out} (the private release: centres, noisy sizes, split tree, "
-              "privacy report; no data, no labels)")
+        print(
+            f"wrote model: {out} (the private release: {_MODEL_CONTENTS[name]}, privacy "
+            "report; no data, no labels)"
+        )
     else:
         print("(pass --out model.json to save the model)")
     if plot is not None:
@@ -292,8 +688,14 @@ def _cmd_cluster(args) -> int:
 def _cmd_predict(args) -> int:
     model = io.load_model(args.model)
     out = _check_output_path(args.out, "labels file") if args.out else None
+    report = getattr(model, "privacy_report_", None)
+    if report is not None and not report.private:
+        _warn_line(
+            f"{args.model} was fitted by a variant that is NOT differentially private (its "
+            "privacy report lists exact publications); do not publish its output"
+        )
     X, _ = _read_data(args.input, args.header)
-    d = int(getattr(model, "n_features_in_", model.cluster_centers_.shape[1]))
+    d = int(model.n_features_in_)
     if X.shape[1] != d:
         raise ValueError(
             f"{args.input} has {X.shape[1]} column(s) but the model was fitted on {d}; give "
@@ -306,8 +708,9 @@ def _cmd_predict(args) -> int:
     if out.suffix.lower() == ".npy":
         np.save(out, labels)
     else:
-        out.write_text("label\n" + "\n".join(str(v) for v in labels.tolist()) + "\n",
-                       encoding="utf-8")
+        out.write_text(
+            "label\n" + "\n".join(str(v) for v in labels.tolist()) + "\n", encoding="utf-8"
+        )
     print(f"wrote {labels.size:,} labels to {out}")
     return 0
 
@@ -331,25 +734,37 @@ def _cmd_demo(args) -> int:
         raise ValueError(f"--out-dir {out_dir} is a file; give a folder")
     out_dir.mkdir(parents=True, exist_ok=True)
     data_seed = 0 if args.seed is None else args.seed
-    X, y = make_blobs(n_samples=args.n_samples, centers=_DEMO_CENTRES, cluster_std=_DEMO_STD,
-                      random_state=data_seed)
+    X, y = make_blobs(
+        n_samples=args.n_samples,
+        centers=_DEMO_CENTRES,
+        cluster_std=_DEMO_STD,
+        random_state=data_seed,
+    )
     k_true = len(_DEMO_CENTRES)
     lo, hi = _DEMO_BOUNDS
-    print(f"demo data: {args.n_samples:,} points, a 2-D Gaussian mixture of {k_true} clusters "
-          f"(std {_DEMO_STD:g}), public bounds [{lo:g}, {hi:g}] per feature")
+    print(
+        f"demo data: {args.n_samples:,} points, a 2-D Gaussian mixture of {k_true} clusters "
+        f"(std {_DEMO_STD:g}), public bounds [{lo:g}, {hi:g}] per feature"
+    )
     if args.seed is not None:
         _warn_line(_SEED_WARNING)
     model = DPM(epsilon=_DEMO_EPSILON, bounds=_DEMO_BOUNDS, random_state=args.seed).fit(X)
-    print(f"DPM(epsilon={_DEMO_EPSILON:g}, delta=auto) found {model.n_clusters_} cluster(s) "
-          f"(true: {k_true})")
+    print(
+        f"DPM(epsilon={_DEMO_EPSILON:g}, delta=auto) found {model.n_clusters_} cluster(s) "
+        f"(true: {k_true})"
+    )
     _print_clusters(model, ["x0", "x1"])
     acc = accuracy_majority(y, model.labels_)
-    print(f"accuracy (majority vote, DPM paper Def. 12): {acc:.4f}  "
-          "[evaluation against the true labels; not part of the release]")
+    print(
+        f"accuracy (majority vote, DPM paper Def. 12): {acc:.4f}  "
+        "[evaluation against the true labels; not part of the release]"
+    )
     report = model.privacy_report_
     spent = report.total()
-    print(f"privacy spent: epsilon={spent.epsilon:.4g} of {report.planned.epsilon:g}, "
-          f"delta={spent.delta:.3g} of {report.planned.delta:.3g}")
+    print(
+        f"privacy spent: epsilon={spent.epsilon:.4g} of {report.planned.epsilon:g}, "
+        f"delta={spent.delta:.3g} of {report.planned.delta:.3g}"
+    )
     print()
     print(report)
     if args.seed is None:
@@ -392,15 +807,18 @@ def _cmd_datasets(args) -> int:
     rows = []
     for e in entries:
         classes = e.get("n_classes")
-        rows.append([
-            e["name"] + (" (generated)" if e.get("generated") else ""),
-            f"{e['n']:,}" if isinstance(e.get("n"), int) else str(e.get("n", "-")),
-            str(e.get("d", "-")),
-            str(classes) if classes is not None else "-",
-            e.get("literature") or "-",
-        ])
-    for line in _format_table(["name", "n", "d", "classes", "literature parameters"], rows,
-                              right={1, 2, 3}):
+        rows.append(
+            [
+                e["name"] + (" (generated)" if e.get("generated") else ""),
+                f"{e['n']:,}" if isinstance(e.get("n"), int) else str(e.get("n", "-")),
+                str(e.get("d", "-")),
+                str(classes) if classes is not None else "-",
+                e.get("literature") or "-",
+            ]
+        )
+    for line in _format_table(
+        ["name", "n", "d", "classes", "literature parameters"], rows, right={1, 2, 3}
+    ):
         print(line)
     return 0
 
@@ -421,57 +839,206 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
-    algos = "; ".join(f"{k}: {v[1]}" for k, v in ALGORITHMS.items())
-    p = sub.add_parser("cluster", help="cluster a data file privately",
-                       description="Cluster a data file (CSV, NPY, NPZ, Parquet) with an "
-                       "(epsilon, delta)-DP algorithm and print the clusters and the privacy "
-                       "report.")
+    width = max(len(k) for k in ALGORITHMS)
+    algos = "\n".join(
+        textwrap.fill(
+            a.description,
+            width=100,
+            initial_indent=f"  {k:<{width}}  ",
+            subsequent_indent=" " * (width + 4),
+        )
+        for k, a in ALGORITHMS.items()
+    )
+    p = sub.add_parser(
+        "cluster",
+        help="cluster a data file privately",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Cluster a data file (CSV, NPY, NPZ, Parquet) with an (epsilon, delta)-DP "
+        "algorithm\nand print the clusters and the privacy report.",
+        epilog=f"algorithms (--algorithm):\n{algos}\n\n"
+        "An option that does not apply to the chosen algorithm is an error. Examples:\n"
+        "  privclust cluster data.csv --algorithm dbscan --radius 0.5 --min-samples 10 \\\n"
+        "      --epsilon 1 --bounds -3 3\n"
+        "  privclust cluster data.csv --algorithm morse --base mixture --n-components 12 \\\n"
+        "      --n-clusters 4 --epsilon 2 --bounds -100 100 --out model.json",
+    )
     p.add_argument("input", metavar="INPUT", help="data file: .csv/.tsv, .npy, .npz, .parquet")
-    p.add_argument("--algorithm", default="dpm", help=f"clustering algorithm ({algos})")
-    p.add_argument("--epsilon", type=_positive_float, required=True,
-                   help="privacy budget epsilon (> 0)")
-    p.add_argument("--delta", type=_delta, default=None,
-                   help="privacy parameter delta in (0, 1); default 1/n_hat^1.5")
-    g = p.add_mutually_exclusive_group(required=True)
-    g.add_argument("--bounds", nargs=2, type=float, metavar=("LO", "HI"),
-                   help="public bounds of every feature (points outside are clipped)")
-    g.add_argument("--bounds-file", metavar="F",
-                   help='public bounds per feature: JSON {"bounds": [[lo, hi], ...]} or a CSV of '
-                   "'lo,hi' rows")
-    p.add_argument("--max-depth", type=int, default=7,
-                   help="maximum depth of the split tree (at most 2^depth clusters; default 7)")
-    p.add_argument("--out", metavar="MODEL.json", help="write the fitted model as JSON")
-    p.add_argument("--plot", metavar="FIG.png", help="write a plot of the clusters")
-    p.add_argument("--seed", type=_nonneg_int, default=None,
-                   help="seed for reproducible (NOT secure) noise; default: secure randomness")
-    p.add_argument("--header", type=_header, default="auto", metavar="{auto,yes,no}",
-                   help="whether a CSV file has a header row (default: auto-detect)")
+    p.add_argument(
+        "--algorithm",
+        default="dpm",
+        metavar="NAME",
+        help=f"clustering algorithm: {', '.join(ALGORITHMS)} (default: dpm; see the list below)",
+    )
+    g = p.add_argument_group("privacy budget (every algorithm)")
+    g.add_argument(
+        "--epsilon",
+        type=_positive_float,
+        required=True,
+        help="privacy budget epsilon (> 0), the total for the whole fit",
+    )
+    g.add_argument(
+        "--delta",
+        type=_delta,
+        default=None,
+        help="privacy parameter delta in (0, 1), the total for the whole fit "
+        "(dpm, mixture, morse; the others are pure epsilon-DP); default 1/n_hat^1.5",
+    )
+    g.add_argument("--eps", action=_AmbiguousEps, nargs="?", help=argparse.SUPPRESS)
+    b = g.add_mutually_exclusive_group(required=True)
+    b.add_argument(
+        "--bounds",
+        nargs=2,
+        type=float,
+        metavar=("LO", "HI"),
+        help="public bounds of every feature (points outside are clipped)",
+    )
+    b.add_argument(
+        "--bounds-file",
+        metavar="F",
+        help='public bounds per feature: JSON {"bounds": [[lo, hi], ...]} or a CSV of '
+        "'lo,hi' rows",
+    )
+    g = p.add_argument_group("dpm (also morse --base dpm)")
+    g.add_argument(
+        "--max-depth",
+        type=int,
+        default=None,
+        help="maximum depth of the split tree (at most 2^depth clusters; default "
+        f"{_DPM_DEFAULT_MAX_DEPTH})",
+    )
+    g = p.add_argument_group("dbscan")
+    g.add_argument(
+        "--radius",
+        type=_positive_float,
+        default=None,
+        metavar="R",
+        help="DBSCAN neighbourhood radius (called eps in DBSCAN, alpha in the paper) "
+        "in the data's units; NOT the privacy budget, which is --epsilon. Required",
+    )
+    g.add_argument(
+        "--min-samples",
+        type=_positive_int,
+        default=None,
+        metavar="M",
+        help="points within --radius that make a core point (MinPts, the point "
+        "itself included; default 5)",
+    )
+    g = p.add_argument_group("lloyd, kmeans-guarantee, subclustering, mixture, morse")
+    g.add_argument(
+        "--n-clusters",
+        type=_positive_int,
+        default=None,
+        metavar="K",
+        help="number of clusters k (required; morse: the clusters after merging)",
+    )
+    g.add_argument(
+        "--n-components",
+        type=_positive_int,
+        default=None,
+        metavar="K0",
+        help="mixture: number of Gaussian components (required); morse --base "
+        "mixture|lloyd: the base's number of components/centres, at least "
+        "--n-clusters (required)",
+    )
+    g.add_argument(
+        "--iterations",
+        type=_positive_int,
+        default=None,
+        metavar="T",
+        help="number of iterations (default: lloyd: Su et al.'s rule on a noisy "
+        "count, at most 7; kmeans-guarantee, subclustering, mixture: 10)",
+    )
+    g.add_argument(
+        "--variant",
+        choices=("private", "faithful"),
+        default=None,
+        help="kmeans-guarantee, subclustering: 'private' (default) or 'faithful' "
+        "(the papers' steps as printed: NOT private)",
+    )
+    g.add_argument(
+        "--internal-k",
+        type=_positive_int,
+        default=None,
+        metavar="J",
+        help="subclustering: sub-clusters per convergent zone (default 4)",
+    )
+    g.add_argument(
+        "--base",
+        choices=tuple(_MORSE_BASES),
+        default=None,
+        help=f"morse: the private base model whose components are merged (default "
+        f"{_MORSE_DEFAULT_BASE}); a centre model (dpm, lloyd) adds a private "
+        "covariance pass",
+    )
+    g = p.add_argument_group("output")
+    g.add_argument("--out", metavar="MODEL.json", help="write the fitted model as JSON")
+    g.add_argument("--plot", metavar="FIG.png", help="write a plot of the clusters")
+    g.add_argument(
+        "--seed",
+        type=_nonneg_int,
+        default=None,
+        help="seed for reproducible (NOT secure) noise; default: secure randomness",
+    )
+    g.add_argument(
+        "--header",
+        type=_header,
+        default="auto",
+        metavar="{auto,yes,no}",
+        help="whether a CSV file has a header row (default: auto-detect)",
+    )
     p.set_defaults(func=_cmd_cluster)
 
-    p = sub.add_parser("predict", help="apply a saved model to a data file",
-                       description="Print (or write) the cluster label of every row of INPUT.")
+    p = sub.add_parser(
+        "predict",
+        help="apply a saved model to a data file",
+        description="Print (or write) the cluster label of every row of INPUT.",
+    )
     p.add_argument("model", metavar="MODEL.json", help="model written by 'privclust cluster --out'")
     p.add_argument("input", metavar="INPUT", help="data file with the model's features")
     p.add_argument("--out", metavar="LABELS.csv", help="write the labels (.csv or .npy)")
-    p.add_argument("--header", type=_header, default="auto", metavar="{auto,yes,no}",
-                   help="whether a CSV file has a header row (default: auto-detect)")
+    p.add_argument(
+        "--header",
+        type=_header,
+        default="auto",
+        metavar="{auto,yes,no}",
+        help="whether a CSV file has a header row (default: auto-detect)",
+    )
     p.set_defaults(func=_cmd_predict)
 
-    p = sub.add_parser("demo", help="cluster a generated data set and plot it",
-                       description="Generate a 2-D Gaussian mixture, cluster it with DPM at "
-                       "epsilon=1, print the result and write demo_model.json and "
-                       "demo_clusters.png.")
-    p.add_argument("--out-dir", default=".", metavar="DIR",
-                   help="folder for demo_model.json and demo_clusters.png (default: .)")
-    p.add_argument("--seed", type=_nonneg_int, default=None,
-                   help="seed for reproducible (NOT secure) noise and data")
-    p.add_argument("--n-samples", type=_positive_int, default=20000, metavar="N",
-                   help="number of generated points (default 20000)")
+    p = sub.add_parser(
+        "demo",
+        help="cluster a generated data set and plot it",
+        description="Generate a 2-D Gaussian mixture, cluster it with DPM at "
+        "epsilon=1, print the result and write demo_model.json and "
+        "demo_clusters.png.",
+    )
+    p.add_argument(
+        "--out-dir",
+        default=".",
+        metavar="DIR",
+        help="folder for demo_model.json and demo_clusters.png (default: .)",
+    )
+    p.add_argument(
+        "--seed",
+        type=_nonneg_int,
+        default=None,
+        help="seed for reproducible (NOT secure) noise and data",
+    )
+    p.add_argument(
+        "--n-samples",
+        type=_positive_int,
+        default=20000,
+        metavar="N",
+        help="number of generated points (default 20000)",
+    )
     p.set_defaults(func=_cmd_demo)
 
-    p = sub.add_parser("datasets", help="list the benchmark data sets",
-                       description="List the stored benchmark sets (folder: "
-                       f"${datasets.DATA_ENV_VAR} or ../shared/data) and the generated ones.")
+    p = sub.add_parser(
+        "datasets",
+        help="list the benchmark data sets",
+        description="List the stored benchmark sets (folder: "
+        f"${datasets.DATA_ENV_VAR} or ../shared/data) and the generated ones.",
+    )
     p.add_argument("--data-dir", default=None, metavar="DIR", help="data folder to list")
     p.set_defaults(func=_cmd_datasets)
     return parser
@@ -505,8 +1072,11 @@ def main(argv=None) -> int:
     except SystemExit as exc:  # --help, --version
         return exc.code if isinstance(exc.code, int) else 0
     if getattr(args, "func", None) is None:
-        print(f"{PROG}: error: no command given; choose one of cluster, predict, demo, datasets "
-              f"(see '{PROG} --help')", file=sys.stderr)
+        print(
+            f"{PROG}: error: no command given; choose one of cluster, predict, demo, datasets "
+            f"(see '{PROG} --help')",
+            file=sys.stderr,
+        )
         return 2
     try:
         with warnings.catch_warnings():

@@ -41,7 +41,16 @@ from typing import Any
 
 import numpy as np
 
-from .cluster import DPDBSCAN, DPM, DPGaussianMixture, MorseMerging, SplitTree
+from .cluster import (
+    DPDBSCAN,
+    DPM,
+    DPGaussianMixture,
+    DPLloyd,
+    KMeansGuarantee,
+    MorseMerging,
+    SplitTree,
+    SubClustering,
+)
 from .privacy import Budget, PrivacyReport, Release
 
 __all__ = [
@@ -228,8 +237,9 @@ def _params_from_dict(cls: type, params: dict) -> dict:
             f"unknown parameter(s) {', '.join(map(repr, unknown))} for {cls.__name__}; the file "
             "may come from a different privclust version"
         )
-    out = {k: _tuples(v) for k, v in params.items()
-           if k not in ("random_state", *_NOT_SAVED_PARAMS)}
+    out = {
+        k: _tuples(v) for k, v in params.items() if k not in ("random_state", *_NOT_SAVED_PARAMS)
+    }
     # The seed is never stored: a loaded (and possibly refitted) model uses secure randomness.
     out["random_state"] = None
     return out
@@ -287,7 +297,8 @@ def _dpm_dump(model: DPM) -> dict:
     }
 
 
-def _dpm_load(est: DPM, m: dict) -> None:
+def _load_centres(m: dict) -> tuple[int, np.ndarray, np.ndarray]:
+    """``(d, centres (k, d), noisy sizes (k,))`` of a centre model's section, validated."""
     d = int(m["n_features_in"])
     if d < 1:
         raise ValueError(f"n_features_in must be >= 1, got {d}")
@@ -304,13 +315,29 @@ def _dpm_load(est: DPM, m: dict) -> None:
         raise ValueError(f"cluster_sizes has {sizes.size} entries for {k} centres")
     if int(m["n_clusters"]) != k:
         raise ValueError(f"n_clusters is {m['n_clusters']} but there are {k} centres")
+    return d, centres, sizes
+
+
+def _dpm_load(est: DPM, m: dict) -> None:
+    d, centres, sizes = _load_centres(m)
+    k = centres.shape[0]
     tree = SplitTree.from_dict(m["split_tree"])
     n_nodes = tree.n_nodes
-    for name in ("threshold", "left", "right", "depth", "n_hat", "box_lo", "box_hi",
-                 "halt_reason", "leaf_index"):
+    for name in (
+        "threshold",
+        "left",
+        "right",
+        "depth",
+        "n_hat",
+        "box_lo",
+        "box_hi",
+        "halt_reason",
+        "leaf_index",
+    ):
         if len(getattr(tree, name)) != n_nodes:
-            raise ValueError(f"split_tree.{name} has {len(getattr(tree, name))} entries, "
-                             f"expected {n_nodes}")
+            raise ValueError(
+                f"split_tree.{name} has {len(getattr(tree, name))} entries, expected {n_nodes}"
+            )
     leaf_ids = sorted(tree.leaf_index[i] for i in tree.leaves())
     if n_nodes and leaf_ids != list(range(k)):
         raise ValueError(f"split_tree has {len(leaf_ids)} leaves for {k} centres")
@@ -331,6 +358,41 @@ def _dpm_load(est: DPM, m: dict) -> None:
 register_model("DPM", DPM, _dpm_dump, _dpm_load)
 
 
+# --------------------------------------------------------------------------------------------
+# k-means family (DPLloyd, KMeansGuarantee, SubClustering)
+# --------------------------------------------------------------------------------------------
+
+
+def _kmeans_dump(model) -> dict:
+    # Only the final centres and their noisy sizes: that is what predict needs. The per-iteration
+    # history stays on the fitted object; cost_history_ and the faithful variants' exact
+    # convergent zones are computed without noise and are never written.
+    return {
+        "cluster_centers": _jsonable(np.asarray(model.cluster_centers_), "cluster_centers_"),
+        "cluster_sizes": _jsonable(np.asarray(model.cluster_sizes_), "cluster_sizes_"),
+        "n_clusters": int(model.n_clusters_),
+        "n_iter": int(model.n_iter_),
+        "n_features_in": int(model.n_features_in_),
+    }
+
+
+def _kmeans_load(est, m: dict) -> None:
+    d, centres, sizes = _load_centres(m)
+    n_iter = int(m["n_iter"])
+    if n_iter < 0:
+        raise ValueError(f"n_iter must be >= 0, got {n_iter}")
+    est.cluster_centers_ = centres
+    est.cluster_sizes_ = sizes
+    est.n_clusters_ = centres.shape[0]
+    est.n_iter_ = n_iter
+    est.n_features_in_ = d
+
+
+for _cls in (DPLloyd, KMeansGuarantee, SubClustering):
+    register_model(_cls.__name__, _cls, _kmeans_dump, _kmeans_load)
+del _cls
+
+
 def _dbscan_load(est, m: dict) -> None:
     fitted = DPDBSCAN.from_dict(m)
     for key, value in vars(fitted).items():
@@ -339,10 +401,15 @@ def _dbscan_load(est, m: dict) -> None:
 
 
 register_model("DPDBSCAN", DPDBSCAN, lambda model: model.to_dict(), _dbscan_load)
-register_model("DPGaussianMixture", DPGaussianMixture, lambda model: model.to_dict(),
-               lambda est, m: est.from_dict(m))
-register_model("MorseMerging", MorseMerging, lambda model: model.to_dict(),
-               lambda est, m: est.from_dict(m))
+register_model(
+    "DPGaussianMixture",
+    DPGaussianMixture,
+    lambda model: model.to_dict(),
+    lambda est, m: est.from_dict(m),
+)
+register_model(
+    "MorseMerging", MorseMerging, lambda model: model.to_dict(), lambda est, m: est.from_dict(m)
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -360,9 +427,7 @@ def model_to_dict(model) -> dict:
     """The JSON-able dictionary of a fitted model (see the module docstring for the layout)."""
     codec = _codec_for_estimator(model)
     if not hasattr(model, "privacy_report_"):
-        raise ValueError(
-            f"this {type(model).__name__} is not fitted yet; fit it before saving"
-        )
+        raise ValueError(f"this {type(model).__name__} is not fitted yet; fit it before saving")
     from . import __version__
 
     return {
