@@ -157,10 +157,17 @@ def fig3_task(args):
         for algo, est in fig3_algorithms(k, eps, seed).items():
             t = time.perf_counter()
             est.fit(X)
-            res[algo] = (M.cost_gap(X, est.cluster_centers_, opt), time.perf_counter() - t)
+            dt = time.perf_counter() - t
+            # the last iterate S_hat^(T), before the final Laplace step (a local diagnostic:
+            # cost_history_[-2] is the exact cost of X at S_hat^(T), never released)
+            history = getattr(est, "centers_history_", None)
+            before = (abs(est.cost_history_[-2] - opt) / opt if history is not None
+                      else float("nan"))
+            res[algo] = (M.cost_gap(X, est.cluster_centers_, opt), dt, before)
         t = time.perf_counter()
         c = dpl_like_fit(X, (0.0, 1.0), k, eps / dpl_like_true_factor(X.shape[1]), seed)
-        res["dpl_like (same true spend)"] = (M.cost_gap(X, c, opt), time.perf_counter() - t)
+        res["dpl_like (same true spend)"] = (M.cost_gap(X, c, opt), time.perf_counter() - t,
+                                             float("nan"))
     return name, eps, seed, res
 
 
@@ -176,8 +183,8 @@ def run_fig3(eps_grid, runs_override, sets, pool):
         tasks += [(name, k, e, s, opts[name]) for e in eps_grid for s in range(runs)]
     results: dict = {}
     for name, eps, _, res in pool(fig3_task, tasks):
-        for algo, (gap, t) in res.items():
-            results.setdefault(name, {}).setdefault(algo, {}).setdefault(eps, []).append((gap, t))
+        for algo, row in res.items():
+            results.setdefault(name, {}).setdefault(algo, {}).setdefault(eps, []).append(row)
     summary = {}
     for name in sets:
         X, public = small_set(name)
@@ -188,11 +195,12 @@ def run_fig3(eps_grid, runs_override, sets, pool):
               + ("public (0..16)" if public else "the data's min/max (NOT private)"))
         head = f"{'algorithm':<28}" + "".join(f"{e:>9.3g}" for e in eps_grid)
         print(head + f"{'mean':>9}{'fit_ms':>9}")
-        means = {}
+        means, before = {}, {}
         for algo, by_eps in algos.items():
-            m = [float(np.mean([g for g, _ in by_eps[e]])) for e in eps_grid]
+            m = [float(np.mean([g for g, _, _ in by_eps[e]])) for e in eps_grid]
             means[algo] = float(np.mean(m))
-            t = float(np.median([t for e in eps_grid for _, t in by_eps[e]])) * 1e3
+            before[algo] = float(np.mean([b for e in eps_grid for _, _, b in by_eps[e]]))
+            t = float(np.median([t for e in eps_grid for _, t, _ in by_eps[e]])) * 1e3
             print(f"{algo:<28}" + "".join(f"{v:>9.3f}" for v in m) + f"{means[algo]:>9.3f}"
                   f"{t:>9.1f}")
         summary[name] = means
@@ -205,6 +213,14 @@ def run_fig3(eps_grid, runs_override, sets, pool):
                   + f"; best ik={best}: {gains[best]:.2f}x"
                   + (f"  (paper, faithful: {PAPER_GAIN[name]}x)" if variant == "faithful"
                      else ""))
+            # the same ratio on the last iterate S_hat^(T), before the Laplace step: whether
+            # the iterations themselves differ (they feed the final step only through the
+            # partition they end in)
+            kmg_b = before[f"KMG {variant}"]
+            print(f"  before the Laplace step, mean CostGap KMG {kmg_b:.4f}; SubC "
+                  + ", ".join(f"ik={ik}: {before[f'SubC {variant} ik={ik}']:.4f} "
+                              f"({kmg_b / max(before[f'SubC {variant} ik={ik}'], 1e-12):.2f}x)"
+                              for ik in INTERNAL_K))
         print(f"DPLloyd / dpl_like at the same true spend (mean CostGap): "
               f"{means['DPLloyd']:.3f} / {means['dpl_like (same true spend)']:.3f}; "
               f"diffprivlib's true spend here = {dpl_like_true_factor(X.shape[1]):.2f} x "
@@ -213,20 +229,33 @@ def run_fig3(eps_grid, runs_override, sets, pool):
 
 
 # ----------------------------------------------------------------------------- part synth
+def synth_algorithms(k, eps, bounds, seed):
+    """Name -> constructor (None: the diffprivlib-like function)."""
+    return {
+        "DPLloyd": lambda: DPLloyd(k, eps, bounds, random_state=seed),
+        "dpl_like (same true spend)": None,
+        "DPM": lambda: DPM(epsilon=eps, bounds=bounds, random_state=seed),
+        "KMG private": lambda: KMeansGuarantee(k, eps, bounds, random_state=seed),
+        "KMG faithful": lambda: KMeansGuarantee(k, eps, bounds, variant="faithful",
+                                                random_state=seed),
+        "SubC private ik=4": lambda: SubClustering(k, eps, bounds, random_state=seed),
+        "SubC faithful ik=4": lambda: SubClustering(k, eps, bounds, variant="faithful",
+                                                    random_state=seed),
+    }
+
+
 def synth_task(args):
     name, eps, seed, opt = args
     X, y, bounds, k = big_set(name)
     out = {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        for algo in ("DPLloyd", "dpl_like (same true spend)", "DPM"):
+        for algo, make in synth_algorithms(k, eps, bounds, seed).items():
             t = time.perf_counter()
-            if algo == "DPLloyd":
-                centres = DPLloyd(k, eps, bounds, random_state=seed).fit(X).cluster_centers_
-            elif algo == "DPM":
-                centres = DPM(epsilon=eps, bounds=bounds, random_state=seed).fit(X).cluster_centers_
-            else:
+            if make is None:
                 centres = dpl_like_fit(X, bounds, k, eps / dpl_like_true_factor(X.shape[1]), seed)
+            else:
+                centres = make().fit(X).cluster_centers_
             dt = time.perf_counter() - t
             lab = M.assign(X, centres)
             out[algo] = dict(cost_gap=M.cost_gap(X, centres, opt), ari=M.ari(y, lab),

@@ -20,6 +20,7 @@ from _audit import assert_private, audit, categorical_events
 from privclust.cluster.convergent import (
     KMeansGuarantee,
     SubClustering,
+    _batched_lloyd,
     cost_reduction_scores,
     cost_reduction_sensitivity,
     uniform_in_balls,
@@ -343,3 +344,25 @@ def test_edge_cases_and_api(cls):
     b = cls(2, bounds=(0, 1), max_iter=2, random_state=5).fit(const)
     np.testing.assert_array_equal(a.cluster_centers_, b.cluster_centers_)
     np.testing.assert_array_equal(a.predict(const), a.labels_)
+
+
+def test_batched_lloyd_is_a_lloyd_fixed_point_in_every_zone():
+    """Alg. 2 l. 2 run for all zones at once: every zone ends at its own Lloyd fixed point
+    (each record nearest to the mean of its sub-cluster, means of its own zone only), with
+    min(internal_k, records) sub-clusters, and zones never mix."""
+    gen = np.random.default_rng(3)
+    sizes = [0, 1, 2, 40, 7, 0, 60]
+    zone = np.repeat(np.arange(len(sizes)), sizes)
+    points = gen.normal(size=(zone.size, 3)) + 10.0 * zone[:, None]
+    K = 4
+    labels, kk = _batched_lloyd(points, zone, len(sizes), K, gen)
+    assert kk.tolist() == [min(K, s) for s in sizes]
+    assert labels.shape == zone.shape and (labels >= 0).all() and (labels < kk[zone]).all()
+    for i, s in enumerate(sizes):
+        pts, lab = points[zone == i], labels[zone == i]
+        if s == 0:
+            continue
+        used = np.unique(lab)
+        means = np.stack([pts[lab == j].mean(axis=0) for j in used])
+        nearest = used[np.argmin(((pts[:, None] - means[None]) ** 2).sum(axis=2), axis=1)]
+        assert np.array_equal(nearest, lab), f"zone {i} is not at a Lloyd fixed point"

@@ -167,22 +167,52 @@ def cost_reduction_sensitivity(zone_centres, candidates, valid, bounds) -> np.nd
     return np.maximum(per.max(axis=1) * (1.0 + _FLOAT_PAD), floor)
 
 
-def _small_lloyd(points: np.ndarray, k: int, generator, n_iter: int = 20) -> np.ndarray:
-    """Plain Lloyd on a few records (faithful SubClustering, Alg. 2 l. 2): labels (n,).
-    Initial centres: k distinct records drawn uniformly (as Alg. 1 l. 1 does for the clusters)."""
-    centres = points[generator.choice(points.shape[0], size=k, replace=False)]
-    labels = None
+def _batched_lloyd(points, zone, n_zones: int, k: int, generator, n_iter: int = 20):
+    """Plain Lloyd run separately on every zone's records, all zones at once (faithful
+    SubClustering, Alg. 2 l. 2): sub-cluster index of every record (n,) and the number of
+    sub-clusters of every zone, ``min(k, records in the zone)`` (n_zones,).
+
+    ``points`` (n, d) holds the records of all zones grouped by zone, ``zone`` (n,) their zone
+    (non-decreasing). Each zone starts from distinct records drawn uniformly (as Alg. 1 l. 1
+    does for the clusters); an empty sub-cluster keeps its centre. A zone whose labels stop
+    changing is at a fixed point, so iterating all zones until none changes gives each zone the
+    result of its own Lloyd run.
+    """
+    n, d = points.shape
+    if np.any(np.diff(zone) < 0):
+        raise ValueError("records must be grouped by zone")
+    order = np.lexsort((generator.random(n), zone))  # records of each zone, in random order
+    first = np.searchsorted(zone[order], np.arange(n_zones))
+    size = np.bincount(zone, minlength=n_zones)
+    kk = np.minimum(k, size)
+    rank = np.arange(n) - first[zone[order]]  # position of each record in its zone's order
+    seed = rank < kk[zone[order]]
+    centres = np.zeros((n_zones, k, d))
+    centres[zone[order][seed], rank[seed]] = points[order][seed]
+    usable = np.arange(k)[None, :] < kk[:, None]  # (n_zones, k)
+    edges = np.concatenate([[0], np.cumsum(size)])
+    labels = np.full(n, -1)
+    score = np.empty((n, k))
     for _ in range(n_iter):
-        d2 = ((points[:, None, :] - centres[None, :, :]) ** 2).sum(axis=2)
-        new = np.argmin(d2, axis=1)
-        if labels is not None and np.array_equal(new, labels):
+        # |c|^2 - 2 x.c per zone on its contiguous slice (|x|^2 does not change the argmin):
+        # a loop over zones, vectorised over records, with no (n, k, d) temporary
+        c_sq = np.where(usable, (centres**2).sum(axis=2), np.inf)
+        for i in np.flatnonzero(size):
+            lo, hi = edges[i], edges[i + 1]
+            np.matmul(points[lo:hi], centres[i].T, out=score[lo:hi])
+            score[lo:hi] *= -2.0
+            score[lo:hi] += c_sq[i]
+        new = np.argmin(score, axis=1)
+        if np.array_equal(new, labels):
             break
         labels = new
-        for j in range(k):
-            member = labels == j
-            if member.any():
-                centres[j] = points[member].mean(axis=0)
-    return labels
+        key = zone * k + labels
+        counts = np.bincount(key, minlength=n_zones * k).reshape(n_zones, k)
+        sums = np.stack([np.bincount(key, weights=points[:, j], minlength=n_zones * k)
+                         for j in range(d)], axis=1).reshape(n_zones, k, d)
+        filled = counts > 0
+        centres[filled] = sums[filled] / counts[filled][:, None]
+    return labels, kk
 
 
 def _strictly_inside(cand, valid, z, r, prev):
@@ -536,29 +566,31 @@ class SubClustering(_ConvergentKMeans):
         K = ctx["internal_k"]
         k, d = z.shape
         zones = engine.zone_records(prev, z, r)
-        chosen = []
-        for i in range(k):
-            pts = zones[i]
-            if pts.shape[0] == 0:
-                chosen.append((z[i] + prev[i])[None, :] / 2.0)  # 002 is silent: midpoint
-                continue
-            kk = min(K, pts.shape[0])
-            labels = _small_lloyd(pts, kk, gen)
-            sizes = np.bincount(labels, minlength=kk).astype(float)
-            j = gen.choice(kk, p=sizes / sizes.sum())
-            chosen.append(pts[labels == j])
+        size = np.array([pts.shape[0] for pts in zones])
+        points = np.concatenate(zones) if size.sum() else np.zeros((0, d))
+        zone = np.repeat(np.arange(k), size)
+        labels, kk = _batched_lloyd(points, zone, k, K, gen)
+        # a sub-cluster drawn with probability proportional to its exact size (Alg. 2 l. 3-4)
+        sizes = np.bincount(zone * K + labels, minlength=k * K).reshape(k, K).astype(float)
+        cdf = np.cumsum(sizes, axis=1)
+        u = gen.random(k) * cdf[:, -1]
+        pick = np.minimum((u[:, None] >= cdf).sum(axis=1), np.maximum(kk - 1, 0))
         mech.publish_exact(
             f"sub-clusters of the convergent zones and their choice, iteration {t}",
             "Alg. 2: Lloyd on the zone's records, sub-cluster drawn by exact size; the "
             "exponential mechanism then samples a record (NOTES 17)",
         )
-        width = max(c.shape[0] for c in chosen)
-        cand = np.zeros((k, width, d))
+        # candidates: the records of the chosen sub-cluster, padded per zone
+        member = labels == pick[zone]
+        per = np.bincount(zone[member], minlength=k)
+        width = max(1, int(per.max(initial=0)))
+        cand = np.repeat(((z + prev) / 2.0)[:, None, :], width, axis=1)  # empty zone: midpoint
         valid = np.zeros((k, width), dtype=bool)
-        for i, c in enumerate(chosen):
-            cand[i, : c.shape[0]] = c
-            cand[i, c.shape[0]:] = c[0]
-            valid[i, : c.shape[0]] = True
+        valid[size == 0, 0] = True  # 002 is silent; the midpoint keeps Lemma 1's invariant
+        zi = zone[member]
+        slot = np.arange(zi.shape[0]) - np.searchsorted(zi, zi)  # records are grouped by zone
+        cand[zi, slot] = points[member]
+        valid[zi, slot] = True
         return cand, valid
 
 
