@@ -454,3 +454,17 @@ def test_resolve_bad_types_raise_type_error(bad):
 def test_resolve_negative_seed_raises():
     with pytest.raises(ValueError, match="non-negative"):
         resolve_random_state(-1)
+
+
+def test_public_unit_directions_are_uniform_on_the_sphere():
+    """Unit length; mean 0 and covariance I/d within 5 standard errors (n = 20,000, d = 3)."""
+    from privclust.privacy import public_unit_directions
+
+    n, d = 20_000, 3
+    u = public_unit_directions(np.random.default_rng(0), (n, d))
+    assert u.shape == (n, d)
+    np.testing.assert_allclose(np.linalg.norm(u, axis=1), 1.0, rtol=1e-12)
+    se = np.sqrt(1.0 / d / n)
+    assert np.abs(u.mean(axis=0)).max() < 5 * se
+    cov = u.T @ u / n
+    assert np.abs(cov - np.eye(d) / d).max() < 5 * np.sqrt(2.0 / n) / d

@@ -78,7 +78,7 @@ import numbers
 
 import numpy as np
 
-from ..privacy import Budget, Mechanisms, resolve_random_state
+from ..privacy import Budget, Mechanisms, public_unit_directions, resolve_random_state
 from ._base import (
     PrivateClusterMixin,
     check_bounds,
@@ -107,24 +107,6 @@ _FLOAT_PAD = 1e-6
 
 
 # --------------------------------------------------------------------------- public randomness
-def unit_directions(generator: np.random.Generator, shape) -> np.ndarray:
-    """Directions uniform on the unit sphere, shape ``(..., d)``: public randomness.
-
-    Independent of the data (they place candidates inside zones whose geometry is already
-    public). Built from uniform draws by the Box-Muller transform: the layout test keeps every
-    Gaussian *noise* sampler inside ``privclust.privacy``, and this is not noise.
-    """
-    shape = tuple(np.atleast_1d(shape))
-    half = (int(np.prod(shape)) + 1) // 2
-    radius = np.sqrt(-2.0 * np.log1p(-generator.random(half)))
-    angle = 2.0 * np.pi * generator.random(half)
-    g = np.concatenate([radius * np.cos(angle), radius * np.sin(angle)])
-    g = g[: int(np.prod(shape))].reshape(shape)
-    norm = np.linalg.norm(g, axis=-1, keepdims=True)
-    g[..., 0] += norm[..., 0] == 0  # probability zero; keeps the division defined
-    return g / np.maximum(norm, 1e-300)
-
-
 def uniform_in_balls(generator: np.random.Generator, centres, radii, m: int) -> np.ndarray:
     """``m`` points uniform in each *open* ball (``centres`` (k, d), ``radii`` (k,)): (k, m, d).
 
@@ -132,7 +114,7 @@ def uniform_in_balls(generator: np.random.Generator, centres, radii, m: int) -> 
     centres = np.asarray(centres, dtype=float)
     radii = np.asarray(radii, dtype=float)
     k, d = centres.shape
-    dirs = unit_directions(generator, (k, m, d))
+    dirs = public_unit_directions(generator, (k, m, d))
     rad = radii[:, None] * generator.random((k, m)) ** (1.0 / d)  # random() < 1: open ball
     return centres[:, None, :] + rad[..., None] * dirs
 
@@ -477,7 +459,7 @@ class KMeansGuarantee(_ConvergentKMeans):
         gen, m = ctx["gen"], ctx["m"]
         k, d = z.shape
         # orientation controller: public randomness, uniform on the hemisphere facing prev
-        u = unit_directions(gen, (k, d))
+        u = public_unit_directions(gen, (k, d))
         u[(u * (prev - z)).sum(axis=1) < 0] *= -1.0
         cand = uniform_in_balls(gen, z + (r / 2.0)[:, None] * u, r / 2.0, m)
         return cand, np.ones(cand.shape[:2], dtype=bool)

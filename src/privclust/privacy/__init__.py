@@ -36,7 +36,7 @@ from .mechanisms import (
     two_sided_geometric,
     zcdp_gaussian_sigma,
 )
-from .rng import RandomSource, resolve_random_state
+from .rng import RandomSource, public_unit_directions, resolve_random_state
 
 __all__ = [
     "Accountant",
@@ -64,6 +64,7 @@ __all__ = [
     "gaussian_sigma",
     "laplace_noise",
     "private_quantile",
+    "public_unit_directions",
     "resolve_random_state",
     "two_sided_geometric",
     "zcdp_gaussian_sigma",

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["RandomSource", "resolve_random_state"]
+__all__ = ["RandomSource", "public_unit_directions", "resolve_random_state"]
 
 
 @dataclass(frozen=True)
@@ -58,3 +58,18 @@ def resolve_random_state(random_state) -> RandomSource:
         "random_state must be None (secure randomness), an int seed or a "
         f"numpy.random.Generator; got {type(random_state).__name__}"
     )
+
+
+def public_unit_directions(generator: np.random.Generator, shape) -> np.ndarray:
+    """Directions uniform on the unit sphere, shape ``(..., d)``: *public* randomness.
+
+    Not noise: the caller uses them to place candidates or orientations inside regions that are
+    already public (e.g. a released convergent zone), so they carry no information about the
+    data and need no ledger entry. Kept here so that every Gaussian draw in privclust lives in
+    ``privclust.privacy``.
+    """
+    shape = tuple(np.atleast_1d(shape))
+    g = generator.standard_normal(shape)
+    norm = np.linalg.norm(g, axis=-1, keepdims=True)
+    g[..., 0] += norm[..., 0] == 0  # probability zero; keeps the division defined
+    return g / np.maximum(norm, 1e-300)
