@@ -92,17 +92,50 @@ def test_gamma_worked_example():
     assert gamma_geometric(1.0, 1 / 3, 21, 1000) == 24  # exact tail of the noise we draw
 
 
-def test_fitted_gamma_is_computed_from_the_noise_drawn():
+@pytest.mark.parametrize(("core_radius", "kappa_core"), [("eps", 21), ("cell", 9)])
+def test_fitted_gamma_is_computed_from_the_noise_drawn(core_radius, kappa_core):
+    """Gamma is the bound for the core test's window (kappa_core terms), not for NB."""
     X, _ = _blobs()
     for noise, fn in (("geometric", gamma_geometric), ("laplace", gamma_laplace)):
         m = DPDBSCAN(epsilon=1.0, eps=0.5, min_samples=20, bounds=(0, 10), noise=noise,
-                     beta=0.1, random_state=0).fit(X)
-        assert m.kappa_ == 21 and m.histogram_ == "dense"
-        g = fn(1.0, 0.1, 21, m.n_cells_)
+                     beta=0.1, core_radius=core_radius, random_state=0).fit(X)
+        assert m.kappa_ == 21 and m.kappa_core_ == kappa_core and m.histogram_ == "dense"
+        g = fn(1.0, 0.1, kappa_core, m.n_cells_)
         assert m.gamma_lower_ == m.gamma_upper_ == g
         assert m.tau_ == 2 * g and m.rho_ == 7.0
         assert m.min_samples_effective_ == 20 + 2 * g
         assert m.core_threshold_ == 20 + g
+        assert m.core_radius_ == (0.5 if core_radius == "eps" else m.cell_width_)
+
+
+def test_default_beta_follows_the_core_window():
+    X, _ = _blobs()
+    kw = dict(epsilon=1.0, eps=0.5, min_samples=20, bounds=(0, 10), random_state=0)
+    cell = DPDBSCAN(**kw).fit(X)
+    paper = DPDBSCAN(core_radius="eps", **kw).fit(X)
+    assert cell.beta is None and cell.beta_ == D.DEFAULT_BETA_CELL == 0.5
+    assert paper.beta_ == D.DEFAULT_BETA == 1e-6
+    assert cell.gamma_upper_ == gamma_geometric(1.0, 0.5, 9, cell.n_cells_)
+    assert paper.gamma_upper_ == gamma_geometric(1.0, 1e-6, 21, paper.n_cells_)
+
+
+@pytest.mark.parametrize("d", [1, 2, 3])
+def test_core_window_is_the_touching_block_and_holds_every_w_ball(d):
+    """core_radius="cell": the 3^d cells touching X, a subset of NB; B(p, w) of every p in X lies
+    in them (Monte Carlo), which is what condition 1 at radius w needs."""
+    offs = D.core_offsets(d, 4.0, "cell")
+    assert offs.shape[0] == 3**d and np.abs(offs).max() == 1
+    nb = {tuple(o) for o in neighbour_offsets(d, 4.0)}
+    assert {tuple(o) for o in offs} <= nb
+    np.testing.assert_array_equal(D.core_offsets(d, 4.0, "eps"), neighbour_offsets(d, 4.0))
+    rng = np.random.default_rng(d)
+    p = rng.uniform(0, 1, size=(100_000, d))  # w = 1
+    v = rng.normal(size=(100_000, d))
+    v *= (rng.uniform(0, 1, size=(100_000, 1)) ** (1 / d)) / np.linalg.norm(v, axis=1)[:, None]
+    hit = np.unique(np.floor(p + 0.999999 * v).astype(int), axis=0)
+    assert {tuple(o) for o in hit} <= {tuple(o) for o in offs}
+    with pytest.raises(ValueError):
+        D.core_offsets(d, 4.0, "alpha")
 
 
 # =========================================================================== the sandwich
@@ -115,19 +148,22 @@ def _cell_corners_far(cells, origin, w, points):
     return np.sqrt((far**2).sum(axis=2))
 
 
+@pytest.mark.parametrize("core_radius", ["eps", "cell"])
 @pytest.mark.parametrize("shift", [0, "tau"])
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_sandwich_property(shift, seed):
-    """Def. 1.2 with MinPts' = min_samples + shift: every true (alpha, MinPts')-cluster lies in
-    one span; every span lies in the span of one (rho alpha, MinPts' - tau)-cluster."""
+def test_sandwich_property(shift, seed, core_radius):
+    """Def. 1.2 with MinPts' = min_samples + shift: every true (r, MinPts')-cluster lies in
+    one span (r = alpha, or w for the touching window); every span lies in the span of one
+    (rho alpha, MinPts' - tau)-cluster."""
     X, _ = _blobs(seed=seed)
     alpha, min_pts = 0.5, 30
-    m = DPDBSCAN(epsilon=8.0, eps=alpha, min_samples=min_pts, bounds=(0, 10),
-                 min_samples_shift=shift, random_state=seed).fit(X)
+    m = DPDBSCAN(epsilon=8.0, eps=alpha, min_samples=min_pts, bounds=(0, 10), beta=1e-6,
+                 min_samples_shift=shift, core_radius=core_radius, random_state=seed).fit(X)
     mp_eff = m.min_samples_effective_
     assert m.tau_ < mp_eff and m.n_clusters_ >= 3
+    assert m.guarantee_["core_radius"] == m.core_radius_
     # 1. true clusters (core points) inside one span each
-    db = DBSCAN(eps=alpha, min_samples=int(math.ceil(mp_eff))).fit(X)
+    db = DBSCAN(eps=m.core_radius_, min_samples=int(math.ceil(mp_eff))).fit(X)
     core = np.zeros(len(X), dtype=bool)
     core[db.core_sample_indices_] = True
     lab = m.predict(X)
@@ -320,41 +356,49 @@ def test_budget_is_checked_before_the_data_is_read():
 
 
 # =========================================================================== whole-fit audit
-# Every record sits in one cell C0 of an 11 x 11 grid (w = 1), so each of C0's 21 neighbour
-# cells has UB = the count. D0 holds T - 1 records (T the core threshold), D1 one more: with
-# exact counts D0 has no core cell and D1 has 21. Output: the number of core cells.
-def _audit_fit(n_records, eps):
+# Every record sits in one cell C0 of an 11 x 11 grid (w = 1), so each of the cells whose window
+# holds C0 (21 for the NB window, 9 for the touching one) has a window count = the count. D0
+# holds T - 1 records (T the core threshold), D1 one more: with exact counts D0 has no core cell
+# and D1 has 21 (or 9). Output: the number of core cells.
+_WINDOWS = {"eps": (21, D.DEFAULT_BETA), "cell": (9, D.DEFAULT_BETA_CELL)}
+
+
+def _audit_fit(n_records, eps, core_radius):
     def sample(rng, n):
         X = np.full((n_records, 2), 5.5)
         out = np.empty(n)
         for i in range(n):
             m = DPDBSCAN(epsilon=eps, eps=math.sqrt(2), min_samples=10, bounds=(0, 10),
-                         random_state=rng).fit(X)
+                         core_radius=core_radius, random_state=rng).fit(X)
             out[i] = m.span_cells_.shape[0]
         return out
 
     return sample
 
 
-def _border_count():
-    g = gamma_geometric(1.0, D.DEFAULT_BETA, 21, 121)
+def _border_count(core_radius):
+    kappa, beta = _WINDOWS[core_radius]
+    g = gamma_geometric(1.0, beta, kappa, 121)
     return 10 + g - 1  # T - 1
 
 
-def test_whole_fit_passes_audit_on_a_border_record():
-    n0 = _border_count()
+@pytest.mark.parametrize("core_radius", ["eps", "cell"])
+def test_whole_fit_passes_audit_on_a_border_record(core_radius):
+    n0 = _border_count(core_radius)
     # gross leaks only (DESIGN, Testing): the power to see one is shown by the next test
-    assert_private(1.0, 0.0, _audit_fit(n0, 1.0), _audit_fit(n0 + 1, 1.0),
-                   threshold_events([0.5, 5.5, 10.5, 15.5, 20.5]), 800, seed=9,
+    assert_private(1.0, 0.0, _audit_fit(n0, 1.0, core_radius),
+                   _audit_fit(n0 + 1, 1.0, core_radius),
+                   threshold_events([0.5, 4.5, 8.5, 10.5, 15.5, 20.5]), 800, seed=9,
                    confidence=0.999)
 
 
-def test_whole_fit_audit_catches_exact_counts(monkeypatch):
+@pytest.mark.parametrize("core_radius", ["eps", "cell"])
+def test_whole_fit_audit_catches_exact_counts(monkeypatch, core_radius):
     monkeypatch.setattr(mech_mod, "_draw_two_sided_geometric",
                         lambda rng, eps, size: np.zeros(size, dtype=np.int64))
-    n0 = _border_count()
-    res = audit(_audit_fit(n0, 1.0), _audit_fit(n0 + 1, 1.0), threshold_events([0.5, 20.5]),
-                200, seed=10, confidence=0.999)
+    n0 = _border_count(core_radius)
+    res = audit(_audit_fit(n0, 1.0, core_radius), _audit_fit(n0 + 1, 1.0, core_radius),
+                threshold_events([0.5, 8.5]), 200, seed=10, confidence=0.999)
     assert res.epsilon_lower > 3.0, str(res)
 
 
@@ -423,6 +467,8 @@ def test_estimator_conventions():
         ({"eta": 5.0}, None, ValueError),
         ({"beta": 0.0}, None, ValueError),
         ({"beta": 1.0}, None, ValueError),
+        ({"core_radius": "alpha"}, None, ValueError),
+        ({"core_radius": None}, None, ValueError),
         ({"histogram": "fast"}, None, ValueError),
         ({"noise": "gaussian"}, None, ValueError),
         ({"n_budget_share": 1.0}, None, ValueError),

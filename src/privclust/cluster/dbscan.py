@@ -29,19 +29,34 @@ from ..privacy.histogram import (
 from ._base import PrivateClusterMixin, check_bounds, check_data, check_epsilon
 
 __all__ = [
+    "CORE_RADII",
     "DEFAULT_BETA",
+    "DEFAULT_BETA_CELL",
     "DPDBSCAN",
+    "core_offsets",
     "neighbour_offsets",
     "neighbourhood_size",
     "paper_kappa",
 ]
 
-#: Failure probability behind Gamma. The paper gives none; the authors' code uses 0.5 (a
-#: guarantee that holds half of the time). With the exact geometric tail, beta = 1e-6 gives a core
-#: threshold close to the authors' (MinPts + Gamma_Lap at beta = 0.5, a looser bound) and had the
-#: best mean ARI over the six Table-2 sets x 20 seeds of the values tried (1e-1 ... 1e-7):
-#: 0.703 vs 0.396 (1e-1), 0.614 (1e-4), 0.668 (1e-5), 0.691 (1e-7) (dbscan.py --beta-scan).
+#: The radius of the core test (``core_radius``): "cell" counts the 3^d cells touching a cell
+#: (the exact neighbour set for radius w, the cell width), "eps" the kappa cells of NB (radius
+#: alpha; Sec. 5.2, Alg. 1 l. 4 as printed).
+CORE_RADII = ("cell", "eps")
+#: Failure probability behind Gamma with ``core_radius="eps"`` (the paper's test). The paper gives
+#: none; the authors' code uses 0.5 (a guarantee that holds half of the time). With the exact
+#: geometric tail, beta = 1e-6 gives a core threshold close to the authors' (MinPts + Gamma_Lap at
+#: beta = 0.5, a looser bound) and had the best mean ARI over the six Table-2 sets x 20 seeds of the
+#: values tried (1e-1 ... 1e-7): 0.703 vs 0.396 (1e-1), 0.614 (1e-4), 0.668 (1e-5), 0.691 (1e-7)
+#: (dbscan.py --beta-scan).
 DEFAULT_BETA = 1e-6
+#: Failure probability behind Gamma with ``core_radius="cell"`` (the default): 1/2, the authors'
+#: value. Gamma at beta = 1/2 bounds the median of the largest of the n_cells window noises, i.e.
+#: the core threshold sits above the noise level a release typically draws somewhere on the grid,
+#: not above a one-in-a-million tail. The 9-cell window's Gamma at 1e-6 (33-35 on the Table-2 grids)
+#: drowns the sparse Cluto clusters (t4 ARI 0.03, t7 0.00; dbscan.py --beta-scan); at 1/2 it is
+#: 15-18 and every Table-2 set reaches its target but Cluto-t5 (README, DPDBSCAN figures).
+DEFAULT_BETA_CELL = 0.5
 #: Share of epsilon spent on a noisy record count when one is needed (sparse threshold and the
 #: dense/sparse choice, NOTES item 14).
 DEFAULT_N_BUDGET_SHARE = 0.05
@@ -61,16 +76,19 @@ _LUT_CELLS = 1 << 24
 
 
 # --------------------------------------------------------------------------- neighbour cells
-def _max_sq_gap(d: int, eta) -> int:
-    """Largest integer sum of squared cell gaps strictly below ``(alpha / w)^2 = 16 d / eta^2``,
-    in exact rational arithmetic (at eta = 4 the limit is the integer d: (1, 1) in 2-D is out)."""
+def _max_sq_gap(d: int, eta, radius: str = "eps") -> int:
+    """Largest integer sum of squared cell gaps strictly below ``(r / w)^2``: ``16 d / eta^2`` for
+    ``r = alpha`` (in exact rational arithmetic: at eta = 4 the limit is the integer d, so (1, 1)
+    in 2-D is out), 1 for ``r = w`` (only touching cells, gap 0)."""
+    if radius == "cell":
+        return 0
     limit = Fraction(16 * d) / Fraction(float(eta)) ** 2
     return math.ceil(limit) - 1
 
 
 @lru_cache(maxsize=64)
-def _offsets_cached(d: int, eta: float) -> np.ndarray:
-    max_sq = _max_sq_gap(d, eta)
+def _offsets_cached(d: int, eta: float, radius: str = "eps") -> np.ndarray:
+    max_sq = _max_sq_gap(d, eta, radius)
     g_max = math.isqrt(max_sq)
     span = 2 * (g_max + 1) + 1
     if span**d > 50 * _MAX_OFFSETS:
@@ -102,6 +120,24 @@ def neighbour_offsets(d: int, eta: float = 4.0) -> np.ndarray:
     if isinstance(d, bool) or not isinstance(d, numbers.Integral) or d < 1:
         raise ValueError(f"d must be a positive integer, got {d!r}")
     return _offsets_cached(int(d), _check_eta(eta))
+
+
+def core_offsets(d: int, eta: float = 4.0, core_radius: str = "cell") -> np.ndarray:
+    """The cells summed by the core test, lexicographically sorted.
+
+    ``core_radius="eps"``: NB itself (:func:`neighbour_offsets`; Sec. 5.2, Alg. 1 l. 4).
+    ``"cell"``: the cells that can hold a point within ``w`` (the cell width) of a point of the
+    cell, by the same gap rule at radius w: the ``3^d`` cells touching it (9 in 2-D). For every
+    point p of cell X the ball ``B(p, w)`` lies in these cells, which is what the sandwich's first
+    condition needs at radius w (see :class:`DPDBSCAN`).
+    """
+    if core_radius not in CORE_RADII:
+        raise ValueError(f"core_radius must be one of {CORE_RADII}, got {core_radius!r}")
+    if core_radius == "eps":
+        return neighbour_offsets(d, eta)
+    if isinstance(d, bool) or not isinstance(d, numbers.Integral) or d < 1:
+        raise ValueError(f"d must be a positive integer, got {d!r}")
+    return _offsets_cached(int(d), _check_eta(eta), "cell")
 
 
 def neighbourhood_size(d: int, eta: float = 4.0) -> int:
@@ -336,11 +372,21 @@ class DPDBSCAN(PrivateClusterMixin):
     A grid of cell width ``w = eta * eps / (4 sqrt(d))`` (``eps`` is DBSCAN's radius, alpha in the
     paper; NOTES 11) is laid over the **public** bounds. One private histogram of the cell counts
     is released (dense: noise on every cell; or the linear-time sparse histogram, Alg. 2). For
-    every cell X the noisy counts of its ``kappa`` neighbour cells NB(X) (the exact set of cells
-    whose alpha-neighbourhood can meet X, :func:`neighbour_offsets`, NOTES 12) are summed; X is a
-    *core cell* when that sum reaches ``MinPts' - Gamma_lower``; core cells closer than alpha
-    (the same offset set) are merged into spans by connected components over the occupied core
-    cells only. The spans, not the points' labels, are the private output (Sec. 3).
+    every cell X the noisy counts of a window of cells around X are summed and X is a *core cell*
+    when that sum reaches ``MinPts' - Gamma_lower``. The window (``core_radius``) is
+
+    * ``"eps"`` (Sec. 5.2, Alg. 1 l. 4 as printed): the ``kappa`` cells of NB(X), the exact set
+      of cells whose alpha-neighbourhood can meet X (:func:`neighbour_offsets`, NOTES 12);
+    * ``"cell"`` (default): the ``3^d`` cells touching X (:func:`core_offsets`), the same
+      construction at radius ``w`` instead of alpha. NB over-counts an alpha-ball about 3x (21
+      cells of area alpha^2/2 against pi alpha^2), so with "eps" a core region reaches about two
+      cells past the data and two dense structures four cells apart merge (Circles: the two
+      rings became one span in 3 of 10 seeds, and the sparse outer ring broke in 4 others). The
+      touching window keeps the core cells on the data, and its 9 noises have a smaller Gamma.
+
+    Core cells closer than alpha (always the NB offsets, Sec. 5.3) are merged into spans by
+    connected components over the core cells only. The spans, not the points' labels, are the
+    private output (Sec. 3).
 
     Privacy guarantee
     -----------------
@@ -361,26 +407,35 @@ class DPDBSCAN(PrivateClusterMixin):
 
     Accuracy guarantee (Thm 7.1, Lemma 5.1, Sec. 7.2)
     --------------------------------------------------
-    With probability at least ``1 - beta`` every noisy neighbourhood sum is within
+    With probability at least ``1 - beta`` every noisy window sum is within
     ``[-Gamma_lower, +Gamma_upper]`` of the true one (``gamma_lower_``, ``gamma_upper_``; equal for
-    the dense histogram). Gamma comes from the noise actually drawn (NOTES 13): the paper's
-    Laplace bound (Sec. 7.1; 38.2 at eps = 1, beta = 1/3, kappa = 21, |X| = 1000) for
-    ``noise="laplace"``, the exact tail of a sum of ``kappa`` two-sided geometric noises for the
-    default ``noise="geometric"`` (24 in the same example); for the sparse histogram
-    ``kappa * theta`` is added below and the upper side is the sum of positive parts (see
-    :mod:`privclust.privacy.histogram`). With ``tau = Gamma_lower + Gamma_upper`` (``2 Gamma``,
-    Lemma 5.1) and ``MinPts' = min_samples + shift`` (``min_samples_effective_``), the spans are
-    then ``(rho, tau)``-approximate (Def. 1.2) with ``rho = 3 + eta`` (Thm 5.2):
+    the dense histogram). Gamma comes from the noise actually drawn (NOTES 13) and from the window
+    size ``kappa_core_`` (9 or 21 in 2-D): the paper's Laplace bound (Sec. 7.1; 38.2 at eps = 1,
+    beta = 1/3, kappa = 21, |X| = 1000) for ``noise="laplace"``, the exact tail of a sum of
+    ``kappa_core`` two-sided geometric noises for the default ``noise="geometric"`` (24 in the
+    same example); for the sparse histogram ``kappa_core * theta`` is added below and the upper
+    side is the sum of positive parts (see :mod:`privclust.privacy.histogram`). With ``tau =
+    Gamma_lower + Gamma_upper`` (``2 Gamma``, Lemma 5.1), ``MinPts' = min_samples + shift``
+    (``min_samples_effective_``) and ``r = eps`` for ``core_radius="eps"``, ``r = w`` (the cell
+    width, ``core_radius_``) for ``"cell"``, the spans then satisfy Def. 1.2 with ``rho = 3 + eta``
+    (Thm 5.2), its first condition taken at radius r:
 
-    1. every ``(eps, MinPts')``-cluster lies in one span;
-    2. every span lies in the span of one ``(rho * eps, MinPts' - tau)``-cluster.
+    1. every ``(r, MinPts')``-cluster lies in one span (for p in X the ball ``B(p, r)`` lies in
+       the window, so a core point's cell passes the test; core points closer than ``r <= eps``
+       sit in cells that are merged);
+    2. every span lies in the span of one ``(rho * eps, MinPts' - tau)``-cluster (the window is
+       part of NB, so a core cell's UB(X) is at least its window count and Lemma 5.1.2 applies
+       unchanged).
+
+    With "eps" this is the paper's statement; with "cell" the first condition speaks of clusters
+    of the smaller radius w (alpha / sqrt(2) in 2-D at eta = 4), the price of the tighter test.
 
     ``min_samples_shift="tau"`` (default, Sec. 7.2 and the authors' code) gives ``MinPts' =
-    MinPts + tau``: all ``(eps, MinPts + tau)``-clusters are found and every span comes from a
+    MinPts + tau``: all ``(r, MinPts + tau)``-clusters are found and every span comes from a
     ``(rho eps, MinPts)``-cluster (core threshold ``MinPts + Gamma_upper``). ``0`` gives Def. 1.2
-    literally for ``(eps, MinPts)``; any number ``>= 0`` is accepted. ``guarantee_`` spells out
-    the fitted statement. The grid-cut neighbourhoods at the border have fewer terms; the bounds
-    still hold (see :func:`~privclust.privacy.histogram.neighbourhood_noise_bounds`).
+    literally for ``(r, MinPts)``; any number ``>= 0`` is accepted. ``guarantee_`` spells out
+    the fitted statement. The grid-cut windows at the border have fewer terms; the bounds still
+    hold (see :func:`~privclust.privacy.histogram.neighbourhood_noise_bounds`).
 
     Parameters
     ----------
@@ -389,12 +444,13 @@ class DPDBSCAN(PrivateClusterMixin):
     min_samples : MinPts (an integer >= 1), counting the point itself as scikit-learn does.
     eta : cell-size constant in (0, 4]; ``w = eta * eps / (4 sqrt d)``; 4 (``w = eps / sqrt d``) is
         the paper's best (Sec. 8.4.2). ``rho = 3 + eta``.
-    beta : failure probability behind Gamma, default 1e-6 (``DEFAULT_BETA``). The paper gives no
-        value; the authors' code uses 0.5, i.e. a guarantee that holds half of the time. Gamma
-        grows only like ``sqrt(ln(n_cells / beta))``; it also sets the core threshold
-        ``MinPts + Gamma_upper``, and since ``UB`` over-counts a ball's points about 3x (21 cells
-        of area alpha^2/2 for a ball of area pi alpha^2), a small beta is also the better default
-        for utility on the paper's benchmark sets (see ``DEFAULT_BETA``).
+    beta : failure probability behind Gamma; None (default) picks ``DEFAULT_BETA_CELL`` = 0.5 for
+        ``core_radius="cell"`` and ``DEFAULT_BETA`` = 1e-6 for ``"eps"`` (``beta_`` is the value
+        used). The paper gives no value; the authors' code uses 0.5. Gamma grows only like
+        ``sqrt(ln(n_cells / beta))``; it also sets the core threshold ``MinPts + Gamma_upper``,
+        which is what the default is chosen for (see the two constants).
+    core_radius : "cell" (default) or "eps": the window of the core test (above). "eps" is
+        Alg. 1 as printed (Sec. 5.2).
     bounds : public bounds, ``(lo, hi)`` for all features or a ``(d, 2)`` array. Required; points
         outside are clipped for fitting.
     histogram : "auto", "dense" or "sparse". "auto" uses the dense histogram for grids of at most
@@ -420,7 +476,9 @@ class DPDBSCAN(PrivateClusterMixin):
     span_labels_ : (m,) cluster id of every core cell. spans_ : list of (m_k, d) arrays, the
         cells of each cluster. n_clusters_ : number of spans.
     grid_origin_, cell_width_, grid_shape_, n_cells_ : the grid (cell ``c`` is the box
-        ``origin + c * w <= x < origin + (c + 1) * w``). kappa_ : |NB|.
+        ``origin + c * w <= x < origin + (c + 1) * w``). kappa_ : |NB| (merge and border
+        window). kappa_core_ : cells in the core test's window. core_radius_ : its radius r
+        (``w`` or ``eps``, data units).
     labels_ : the private spans applied to the training points (:meth:`predict` of X;
         post-processing of the private model, not a release); -1 = in no span (noise), and for
         points outside the public bounds.
@@ -437,17 +495,19 @@ class DPDBSCAN(PrivateClusterMixin):
         eps=0.5,
         min_samples=5,
         eta=4.0,
-        beta=DEFAULT_BETA,
+        beta=None,
         bounds=None,
         histogram="auto",
         noise="geometric",
         n_budget_share=DEFAULT_N_BUDGET_SHARE,
         min_samples_shift="tau",
         border=True,
+        core_radius="cell",
         random_state=None,
         accountant=None,
     ):
         self.border = border
+        self.core_radius = core_radius
         self.epsilon = epsilon
         self.eps = eps
         self.min_samples = min_samples
@@ -473,7 +533,11 @@ class DPDBSCAN(PrivateClusterMixin):
         if isinstance(mp, bool) or not isinstance(mp, numbers.Integral) or mp < 1:
             raise ValueError(f"min_samples (MinPts) must be an integer >= 1, got {mp!r}")
         eta = _check_eta(self.eta)
+        if self.core_radius not in CORE_RADII:
+            raise ValueError(f"core_radius must be one of {CORE_RADII}, got {self.core_radius!r}")
         beta = self.beta
+        if beta is None:
+            beta = DEFAULT_BETA_CELL if self.core_radius == "cell" else DEFAULT_BETA
         if isinstance(beta, bool) or not isinstance(beta, numbers.Real) or not (0 < beta < 1):
             raise ValueError(f"beta (failure probability) must be in (0, 1), got {beta!r}")
         if self.histogram not in ("auto", "dense", "sparse"):
@@ -506,6 +570,9 @@ class DPDBSCAN(PrivateClusterMixin):
         offsets = neighbour_offsets(d, eta)
         kappa = int(offsets.shape[0])
         pad = int(np.abs(offsets).max())
+        # the core test's window (a subset of NB); merging and border points keep NB (Sec. 5.3)
+        window = core_offsets(d, eta, self.core_radius)
+        kappa_core = int(window.shape[0])
         grid = _Grid.make(bounds, eta * alpha / (4.0 * math.sqrt(d)), pad)
         n_cells = grid.n_cells
         noise = self.noise
@@ -526,7 +593,7 @@ class DPDBSCAN(PrivateClusterMixin):
         eps_hist = epsilon - eps_n
         shift_min = shift if shift != "tau" else 0.0
         if n_cells > DENSE_FREE_CELLS and mode == "sparse":
-            g_lo_min, _ = neighbourhood_noise_bounds(noise, eps_hist, beta, kappa, n_cells)
+            g_lo_min, _ = neighbourhood_noise_bounds(noise, eps_hist, beta, kappa_core, n_cells)
             if min_pts + shift_min - g_lo_min <= 0 and shift != "tau":
                 raise ValueError(
                     f"min_samples + min_samples_shift = {min_pts + shift_min} does not exceed "
@@ -564,7 +631,7 @@ class DPDBSCAN(PrivateClusterMixin):
                 target=f"cell counts, all {n_cells} cells (dense histogram)",
             )
             del dense
-            g_lo, g_hi = neighbourhood_noise_bounds(noise, eps_hist, beta, kappa, n_cells)
+            g_lo, g_hi = neighbourhood_noise_bounds(noise, eps_hist, beta, kappa_core, n_cells)
         else:
             threshold = sparse_threshold(n_cells, n_hat, eps_hist, noise)
             rkeys, rvals = release_sparse_histogram(
@@ -572,7 +639,7 @@ class DPDBSCAN(PrivateClusterMixin):
                 target=f"cell counts >= threshold, of {n_cells} cells (sparse histogram)",
             )
             del keys, counts
-            g_lo, g_hi = neighbourhood_noise_bounds(noise, eps_hist, beta, kappa, n_cells,
+            g_lo, g_hi = neighbourhood_noise_bounds(noise, eps_hist, beta, kappa_core, n_cells,
                                                     threshold)
         tau = g_lo + g_hi
         shift_value = tau if shift == "tau" else shift
@@ -586,9 +653,9 @@ class DPDBSCAN(PrivateClusterMixin):
                 noisy[rkeys] = rvals
                 del rkeys, rvals
             if noisy.dtype == np.int64 and noisy.size and (
-                    int(np.abs(noisy).max()) * kappa < 2**31):
+                    int(np.abs(noisy).max()) * kappa_core < 2**31):
                 noisy = noisy.astype(np.int32)  # exact; halves the post-processing memory
-            sums = _dense_neighbourhood_sums(noisy.reshape(tuple(grid.shape)), offsets, pad)
+            sums = _dense_neighbourhood_sums(noisy.reshape(tuple(grid.shape)), window, pad)
             del noisy
             core_keys, comp = _dense_merge(sums >= core_t, offsets, pad)
             del sums
@@ -599,7 +666,7 @@ class DPDBSCAN(PrivateClusterMixin):
                     f"core threshold {core_t} <= 0 on a grid of {n_cells} cells: every cell "
                     "would be a core cell; raise min_samples or min_samples_shift"
                 )
-            pkeys, sums, pcoords = _sparse_neighbourhood_sums(grid, rkeys, rvals, offsets)
+            pkeys, sums, pcoords = _sparse_neighbourhood_sums(grid, rkeys, rvals, window)
             core = sums >= core_t
             comp = _sparse_merge(pkeys[core], offsets, grid.pstrides)
             core_cells = pcoords[core]
@@ -609,7 +676,8 @@ class DPDBSCAN(PrivateClusterMixin):
         rho = 3.0 + eta
         report.notes += [
             f"grid of {n_cells} cells of width {grid.width:.6g} over the public bounds "
-            f"(shape {tuple(int(s) for s in grid.shape)}); kappa = {kappa}; {mode} histogram, "
+            f"(shape {tuple(int(s) for s in grid.shape)}); kappa = {kappa}; core test over "
+            f"{kappa_core} cells (core_radius={self.core_radius!r}); {mode} histogram, "
             f"{noise} noise",
             f"Gamma = (-{g_lo:.6g}, +{g_hi:.6g}) at beta = {beta}; tau = {tau:.6g}; "
             f"MinPts' = {min_eff:.6g}; core cells: noisy neighbourhood sum >= {core_t:.6g}",
@@ -623,6 +691,8 @@ class DPDBSCAN(PrivateClusterMixin):
         self.grid_shape_ = grid.shape.copy()
         self.n_cells_ = n_cells
         self.kappa_ = kappa
+        self.kappa_core_ = kappa_core
+        self.core_radius_ = grid.width if self.core_radius == "cell" else alpha
         self.histogram_ = mode
         self.n_hat_ = n_hat
         self.threshold_ = threshold
@@ -659,6 +729,7 @@ class DPDBSCAN(PrivateClusterMixin):
 
     def _guarantee(self) -> dict:
         alpha = float(self.eps)
+        r = float(self.core_radius_)
         return {
             "rho": self.rho_,
             "tau": self.tau_,
@@ -666,11 +737,13 @@ class DPDBSCAN(PrivateClusterMixin):
             "gamma_lower": self.gamma_lower_,
             "gamma_upper": self.gamma_upper_,
             "min_samples_effective": self.min_samples_effective_,
+            "core_radius": r,
             "statement": (
-                f"with probability >= {1 - self.beta_:.6g}: every ({alpha:.6g}, "
+                f"with probability >= {1 - self.beta_:.6g}: every ({r:.6g}, "
                 f"{self.min_samples_effective_:.6g})-cluster lies in one span, and every span "
                 f"lies in the span of one ({self.rho_ * alpha:.6g}, "
-                f"{self.min_samples_effective_ - self.tau_:.6g})-cluster (Def. 1.2, Thm 7.1)"
+                f"{self.min_samples_effective_ - self.tau_:.6g})-cluster (Def. 1.2, Thm 7.1; "
+                f"the first radius is the core test's, core_radius={self.core_radius!r})"
             ),
         }
 
@@ -799,6 +872,8 @@ class DPDBSCAN(PrivateClusterMixin):
                 "shape": [int(v) for v in self.grid_shape_],
                 "n_cells": int(self.n_cells_),
                 "kappa": int(self.kappa_),
+                "kappa_core": int(self.kappa_core_),
+                "core_radius": float(self.core_radius_),
             },
             "histogram": self.histogram_,
             "n_hat": None if self.n_hat_ is None else int(self.n_hat_),
@@ -818,7 +893,9 @@ class DPDBSCAN(PrivateClusterMixin):
             raise ValueError("not a DPDBSCAN model dictionary (expected model='DPDBSCAN')")
         if data.get("format") != 1:
             raise ValueError(f"unsupported DPDBSCAN model format {data.get('format')!r}")
-        model = cls(**data["params"], bounds=data["bounds"])
+        params = dict(data["params"])
+        params.setdefault("core_radius", "eps")  # written before the option: the paper's window
+        model = cls(**params, bounds=data["bounds"])
         g = data["grid"]
         model.bounds_ = np.asarray(data["bounds"], dtype=float)
         model.grid_origin_ = np.asarray(g["origin"], dtype=float)
@@ -826,6 +903,9 @@ class DPDBSCAN(PrivateClusterMixin):
         model.grid_shape_ = np.asarray(g["shape"], dtype=np.int64)
         model.n_cells_ = int(g["n_cells"])
         model.kappa_ = int(g["kappa"])
+        # models written before the core window was an option used NB at radius eps
+        model.kappa_core_ = int(g.get("kappa_core", g["kappa"]))
+        model.core_radius_ = float(g.get("core_radius", data["params"]["eps"]))
         model.histogram_ = data["histogram"]
         model.n_hat_ = data["n_hat"]
         model.threshold_ = data["threshold"]
