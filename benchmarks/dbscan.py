@@ -78,10 +78,21 @@ PAPER_T3 = {
     "cabs_tiny": (5.49, 2.19, 9.86, 0.183),
     "generated_11m": (None, 27.9, None, 1.43),  # the paper's Cabs (11M points)
 }
-TARGET_ARI = {"dpdbscan_circles": 0.94, "dpdbscan_moons": 0.99, "dpdbscan_blobs": 0.81,
-              "cluto_t4_8k": 0.64, "cluto_t5_8k": 0.93, "cluto_t7_10k": 0.52}
-TARGET_S = {"cluto_t4_8k": 0.05, "cluto_t5_8k": 0.05, "cluto_t7_10k": 0.05, "cabs_tiny": 0.5,
-            "generated_11m": 5.0}
+TARGET_ARI = {
+    "dpdbscan_circles": 0.94,
+    "dpdbscan_moons": 0.99,
+    "dpdbscan_blobs": 0.81,
+    "cluto_t4_8k": 0.64,
+    "cluto_t5_8k": 0.93,
+    "cluto_t7_10k": 0.52,
+}
+TARGET_S = {
+    "cluto_t4_8k": 0.05,
+    "cluto_t5_8k": 0.05,
+    "cluto_t7_10k": 0.05,
+    "cabs_tiny": 0.5,
+    "generated_11m": 5.0,
+}
 BIG_BOX = (52.7168, 55.5975)
 BIG_PARAMS = (0.036, 100)
 
@@ -121,8 +132,9 @@ def _seeds(text: str) -> list[int]:
 def _fit(X, bounds, alpha, min_pts, seed, **kw):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return DPDBSCAN(epsilon=1.0, eps=alpha, min_samples=min_pts, bounds=bounds,
-                        random_state=seed, **kw).fit(X)
+        return DPDBSCAN(
+            epsilon=1.0, eps=alpha, min_samples=min_pts, bounds=bounds, random_state=seed, **kw
+        ).fit(X)
 
 
 def _timed(fn, runs: int) -> float:
@@ -154,11 +166,15 @@ def _ms(v):
 
 def table2(sets, seeds, beta, noise, core_radius="cell", paper_row=True):
     btxt = "default" if beta is None else f"{beta:g}"
-    print(f"\nTable 2: ARI / AMI at epsilon = 1 (mean of seeds {seeds[0]}..{seeds[-1]}; "
-          f"ours: noise={noise}, beta={btxt}, core_radius={core_radius}; -1 kept as a label)")
-    head = (f"  {'set':<18}{'ours ARI':>9}{'AMI':>6}{'k':>8}{'paper':>7}{'p.AMI':>7}"
-            f"{'eps-win':>9}{'pcfg ARI':>10}{'AMI':>6}{'DBSCAN':>8}{'AMI':>6}{'KMeans':>8}"
-            f"{'AMI':>6}{'paperDB':>9}{'paperKM':>9}")
+    print(
+        f"\nTable 2: ARI / AMI at epsilon = 1 (mean of seeds {seeds[0]}..{seeds[-1]}; "
+        f"ours: noise={noise}, beta={btxt}, core_radius={core_radius}; -1 kept as a label)"
+    )
+    head = (
+        f"  {'set':<18}{'ours ARI':>9}{'AMI':>6}{'k':>8}{'paper':>7}{'p.AMI':>7}"
+        f"{'eps-win':>9}{'pcfg ARI':>10}{'AMI':>6}{'DBSCAN':>8}{'AMI':>6}{'KMeans':>8}"
+        f"{'AMI':>6}{'paperDB':>9}{'paperKM':>9}"
+    )
     print(head)
     for name in sets:
         try:
@@ -170,15 +186,13 @@ def table2(sets, seeds, beta, noise, core_radius="cell", paper_row=True):
         X, y = ds.X, ds.y
         ours, pcfg, epswin, ks = [], [], [], []
         for s in seeds:
-            m = _fit(X, ds.bounds, alpha, mp, s, beta=beta, noise=noise,
-                     core_radius=core_radius)
+            m = _fit(X, ds.bounds, alpha, mp, s, beta=beta, noise=noise, core_radius=core_radius)
             ours.append((M.ari(y, m.labels_), M.ami(y, m.labels_)))
             ks.append(m.n_clusters_)
             if paper_row:
                 e = _fit(X, ds.bounds, alpha, mp, s, noise=noise, core_radius="eps")
                 epswin.append(M.ari(y, e.labels_))
-                p = _fit(X, ds.bounds, alpha, mp, s, beta=0.5, noise="laplace",
-                         core_radius="eps")
+                p = _fit(X, ds.bounds, alpha, mp, s, beta=0.5, noise="laplace", core_radius="eps")
                 pcfg.append((M.ari(y, p.labels_), M.ami(y, p.labels_)))
         db = DBSCAN(eps=alpha, min_samples=mp).fit(X).labels_
         k_true = int(np.unique(y[y >= 0]).size)
@@ -190,19 +204,25 @@ def table2(sets, seeds, beta, noise, core_radius="cell", paper_row=True):
         paper = PAPER_T2.get(name, ((None, None),) * 4)
         ktxt = f"{min(ks)}-{max(ks)}" if min(ks) != max(ks) else str(ks[0])
         flag = "" if o[0] >= TARGET_ARI.get(name, -1.0) - 1e-9 else "*"
-        print(f"  {name:<18}{_f(o[0]):>8}{flag:1}{_f(o[1]):>6}{ktxt:>8}{_f(paper[0][0]):>7}"
-              f"{_f(paper[0][1]):>7}{_f(ew):>9}{_f(pc[0]):>10}{_f(pc[1]):>6}"
-              f"{_f(M.ari(y, db)):>8}{_f(M.ami(y, db)):>6}{_f(kmv[0]):>8}{_f(kmv[1]):>6}"
-              f"{_f(paper[2][0]):>9}{_f(paper[3][0]):>9}")
-    print("  * below the target (the paper's DP-DBSCAN ARI); eps-win: core_radius='eps' "
-          "(Alg. 1's window, beta 1e-6);\n  pcfg = paper config: core_radius='eps', "
-          "noise='laplace', beta=0.5 (the authors' Gamma_Lap);\n  paperDB/paperKM: the paper's "
-          "non-private ARI; DBSCAN/KMeans: scikit-learn here (KMeans: k = classes, seeds 0-2)")
+        print(
+            f"  {name:<18}{_f(o[0]):>8}{flag:1}{_f(o[1]):>6}{ktxt:>8}{_f(paper[0][0]):>7}"
+            f"{_f(paper[0][1]):>7}{_f(ew):>9}{_f(pc[0]):>10}{_f(pc[1]):>6}"
+            f"{_f(M.ari(y, db)):>8}{_f(M.ami(y, db)):>6}{_f(kmv[0]):>8}{_f(kmv[1]):>6}"
+            f"{_f(paper[2][0]):>9}{_f(paper[3][0]):>9}"
+        )
+    print(
+        "  * below the target (the paper's DP-DBSCAN ARI); eps-win: core_radius='eps' "
+        "(Alg. 1's window, beta 1e-6);\n  pcfg = paper config: core_radius='eps', "
+        "noise='laplace', beta=0.5 (the authors' Gamma_Lap);\n  paperDB/paperKM: the paper's "
+        "non-private ARI; DBSCAN/KMeans: scikit-learn here (KMeans: k = classes, seeds 0-2)"
+    )
 
 
 def beta_scan(sets, seeds, betas, noise, core_radius="cell"):
-    print(f"\nbeta scan: mean ARI over seeds {seeds[0]}..{seeds[-1]} (noise={noise}, "
-          f"core_radius={core_radius})")
+    print(
+        f"\nbeta scan: mean ARI over seeds {seeds[0]}..{seeds[-1]} (noise={noise}, "
+        f"core_radius={core_radius})"
+    )
     print(f"  {'set':<18}" + "".join(f"{f'b={b:g}':>12}" for b in betas))
     means = {b: [] for b in betas}
     for name in sets:
@@ -210,8 +230,24 @@ def beta_scan(sets, seeds, betas, noise, core_radius="cell"):
         alpha, mp = SETS.get(name) or HELD_OUT[name]
         row = []
         for b in betas:
-            v = np.mean([M.ari(ds.y, _fit(ds.X, ds.bounds, alpha, mp, s, beta=b, noise=noise,
-                                          core_radius=core_radius).labels_) for s in seeds])
+            v = np.mean(
+                [
+                    M.ari(
+                        ds.y,
+                        _fit(
+                            ds.X,
+                            ds.bounds,
+                            alpha,
+                            mp,
+                            s,
+                            beta=b,
+                            noise=noise,
+                            core_radius=core_radius,
+                        ).labels_,
+                    )
+                    for s in seeds
+                ]
+            )
             means[b].append(v)
             row.append(v)
         print(f"  {name:<18}" + "".join(f"{v:>12.3f}" for v in row))
@@ -220,8 +256,10 @@ def beta_scan(sets, seeds, betas, noise, core_radius="cell"):
 
 def table3(sets, runs, big_n, big_runs):
     print(f"\nTable 3: median fit time ({runs} runs; {big_runs} on the 11M set), epsilon = 1")
-    print(f"  {'set':<18}{'n':>10}{'cells':>10}{'auto':>11}{'dense':>11}{'sparse':>11}"
-          f"{'target':>9}{'paper O(X)':>12}{'paper O(n)':>12}{'DBSCAN':>10}{'KMeans':>10}")
+    print(
+        f"  {'set':<18}{'n':>10}{'cells':>10}{'auto':>11}{'dense':>11}{'sparse':>11}"
+        f"{'target':>9}{'paper O(X)':>12}{'paper O(n)':>12}{'DBSCAN':>10}{'KMeans':>10}"
+    )
     rows = []
     for name in list(sets) + list(TIMING_ONLY):
         try:
@@ -233,10 +271,12 @@ def table3(sets, runs, big_n, big_runs):
         X = ds.X
         m = _fit(X, ds.bounds, alpha, mp, 0)
         t_auto = _timed(lambda X=X, ds=ds, a=alpha, p=mp: _fit(X, ds.bounds, a, p, 0), runs)
-        t_dense = _timed(lambda X=X, ds=ds, a=alpha, p=mp: _fit(X, ds.bounds, a, p, 0,
-                                                               histogram="dense"), runs)
-        t_sparse = _timed(lambda X=X, ds=ds, a=alpha, p=mp: _fit(X, ds.bounds, a, p, 0,
-                                                                histogram="sparse"), runs)
+        t_dense = _timed(
+            lambda X=X, ds=ds, a=alpha, p=mp: _fit(X, ds.bounds, a, p, 0, histogram="dense"), runs
+        )
+        t_sparse = _timed(
+            lambda X=X, ds=ds, a=alpha, p=mp: _fit(X, ds.bounds, a, p, 0, histogram="sparse"), runs
+        )
         if X.shape[0] <= 100_000:
             t_db = _timed(lambda X=X, a=alpha, p=mp: DBSCAN(eps=a, min_samples=p).fit(X), runs)
         else:
@@ -250,13 +290,25 @@ def table3(sets, runs, big_n, big_runs):
     t_auto = _timed(lambda: _fit(X, bounds, alpha, mp, 0), big_runs)
     t_sparse = _timed(lambda: _fit(X, bounds, alpha, mp, 0, histogram="sparse"), 1)
     t_km = _timed(lambda: KMeans(3, random_state=0, n_init=1).fit(X), 1)
-    rows.append(("generated_11m", X.shape[0], m.n_cells_, t_auto, t_auto if m.histogram_ ==
-                 "dense" else None, t_sparse, None, t_km))
+    rows.append(
+        (
+            "generated_11m",
+            X.shape[0],
+            m.n_cells_,
+            t_auto,
+            t_auto if m.histogram_ == "dense" else None,
+            t_sparse,
+            None,
+            t_km,
+        )
+    )
     for name, n, cells, ta, td, tsp, tdb, tkm in rows:
         p = PAPER_T3.get(name, (None,) * 4)
         tgt = TARGET_S.get(name)
-        print(f"  {name:<18}{n:>10}{cells:>10}{_ms(ta):>11}{_ms(td):>11}{_ms(tsp):>11}"
-              f"{_ms(tgt):>9}{_ms(p[0]):>12}{_ms(p[1]):>12}{_ms(tdb):>10}{_ms(tkm):>10}")
+        print(
+            f"  {name:<18}{n:>10}{cells:>10}{_ms(ta):>11}{_ms(td):>11}{_ms(tsp):>11}"
+            f"{_ms(tgt):>9}{_ms(p[0]):>12}{_ms(p[1]):>12}{_ms(tdb):>10}{_ms(tkm):>10}"
+        )
     print(f"  generated_11m: {m.n_clusters_} spans, histogram '{m.histogram_}' (auto)")
     return X, bounds
 
@@ -268,12 +320,16 @@ def memory(X, bounds, sizes):
     for n in sizes:
         Xn = X[:n]
         peak = _peak(lambda Xn=Xn: _fit(Xn, bounds, alpha, mp, 0))
-        print(f"  {n:>12}{Xn.nbytes / 1e6:>10.0f}{peak / 1e6:>10.0f}"
-              f"{peak / Xn.nbytes:>8.2f}{3.0:>8.1f}")
+        print(
+            f"  {n:>12}{Xn.nbytes / 1e6:>10.0f}{peak / 1e6:>10.0f}"
+            f"{peak / Xn.nbytes:>8.2f}{3.0:>8.1f}"
+        )
     ds = load("cabs_tiny")
     peak = _peak(lambda: _fit(ds.X, ds.bounds, 0.05, 1000, 0))
-    print(f"  cabs_tiny (float32): {ds.X.nbytes / 1e6:.0f} MB in, peak {peak / 1e6:.0f} MB, "
-          f"ratio {peak / ds.X.nbytes:.2f}")
+    print(
+        f"  cabs_tiny (float32): {ds.X.nbytes / 1e6:.0f} MB in, peak {peak / 1e6:.0f} MB, "
+        f"ratio {peak / ds.X.nbytes:.2f}"
+    )
 
 
 def main(argv=None):
@@ -282,8 +338,11 @@ def main(argv=None):
     p.add_argument("--seeds", default="0-2", help="e.g. 0-2 or 0,1,2")
     p.add_argument("--beta", type=float, default=None, help="default: DPDBSCAN's default")
     p.add_argument("--core-radius", default="cell", choices=["cell", "eps"])
-    p.add_argument("--held-out", action="store_true",
-                   help="add Cluto-t8, cure_t2_4k, complex9 and d31 to Table 2 / the beta scan")
+    p.add_argument(
+        "--held-out",
+        action="store_true",
+        help="add Cluto-t8, cure_t2_4k, complex9 and d31 to Table 2 / the beta scan",
+    )
     p.add_argument("--noise", default="geometric", choices=["geometric", "laplace"])
     p.add_argument("--beta-scan", nargs="*", type=float, default=None)
     p.add_argument("--skip-timing", action="store_true")

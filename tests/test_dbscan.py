@@ -21,13 +21,13 @@ from privclust.privacy import Accountant, Budget, BudgetExceededError
 from privclust.privacy.histogram import gamma_geometric, gamma_laplace
 
 
-def _blobs(n_per=400, seed=0, centres=((2.5, 2.5), (7.5, 7.5), (2.5, 7.5)), scale=0.35,
-           background=100):
+def _blobs(
+    n_per=400, seed=0, centres=((2.5, 2.5), (7.5, 7.5), (2.5, 7.5)), scale=0.35, background=100
+):
     rng = np.random.default_rng(seed)
     parts = [np.asarray(c) + rng.normal(scale=scale, size=(n_per, 2)) for c in centres]
     parts.append(rng.uniform(0, 10, size=(background, 2)))
-    y = np.concatenate([np.full(n_per, k) for k in range(len(centres))]
-                       + [np.full(background, -1)])
+    y = np.concatenate([np.full(n_per, k) for k in range(len(centres))] + [np.full(background, -1)])
     return np.clip(np.concatenate(parts), 0, 10), y
 
 
@@ -79,7 +79,8 @@ def test_every_reachable_cell_is_in_the_neighbourhood():
         p = rng.uniform(0, 1, size=(200_000, d))
         v = rng.normal(size=(200_000, d))
         v *= (alpha * rng.uniform(0, 1, size=(200_000, 1)) ** (1 / d)) / np.linalg.norm(
-            v, axis=1, keepdims=True)
+            v, axis=1, keepdims=True
+        )
         hit = np.unique(np.floor(p + v).astype(int), axis=0)
         nb = {tuple(o) for o in neighbour_offsets(d).tolist()}
         assert {tuple(h) for h in hit.tolist()} <= nb
@@ -97,8 +98,16 @@ def test_fitted_gamma_is_computed_from_the_noise_drawn(core_radius, kappa_core):
     """Gamma is the bound for the core test's window (kappa_core terms), not for NB."""
     X, _ = _blobs()
     for noise, fn in (("geometric", gamma_geometric), ("laplace", gamma_laplace)):
-        m = DPDBSCAN(epsilon=1.0, eps=0.5, min_samples=20, bounds=(0, 10), noise=noise,
-                     beta=0.1, core_radius=core_radius, random_state=0).fit(X)
+        m = DPDBSCAN(
+            epsilon=1.0,
+            eps=0.5,
+            min_samples=20,
+            bounds=(0, 10),
+            noise=noise,
+            beta=0.1,
+            core_radius=core_radius,
+            random_state=0,
+        ).fit(X)
         assert m.kappa_ == 21 and m.kappa_core_ == kappa_core and m.histogram_ == "dense"
         g = fn(1.0, 0.1, kappa_core, m.n_cells_)
         assert m.gamma_lower_ == m.gamma_upper_ == g
@@ -143,8 +152,9 @@ def _cell_corners_far(cells, origin, w, points):
     """Farthest distance from each point to each cell box: (n_cells, n_points)."""
     lo = origin + cells * w
     hi = lo + w
-    far = np.maximum(np.abs(points[None, :, :] - lo[:, None, :]),
-                     np.abs(points[None, :, :] - hi[:, None, :]))
+    far = np.maximum(
+        np.abs(points[None, :, :] - lo[:, None, :]), np.abs(points[None, :, :] - hi[:, None, :])
+    )
     return np.sqrt((far**2).sum(axis=2))
 
 
@@ -157,8 +167,16 @@ def test_sandwich_property(shift, seed, core_radius):
     (rho alpha, MinPts' - tau)-cluster."""
     X, _ = _blobs(seed=seed)
     alpha, min_pts = 0.5, 30
-    m = DPDBSCAN(epsilon=8.0, eps=alpha, min_samples=min_pts, bounds=(0, 10), beta=1e-6,
-                 min_samples_shift=shift, core_radius=core_radius, random_state=seed).fit(X)
+    m = DPDBSCAN(
+        epsilon=8.0,
+        eps=alpha,
+        min_samples=min_pts,
+        bounds=(0, 10),
+        beta=1e-6,
+        min_samples_shift=shift,
+        core_radius=core_radius,
+        random_state=seed,
+    ).fit(X)
     mp_eff = m.min_samples_effective_
     assert m.tau_ < mp_eff and m.n_clusters_ >= 3
     assert m.guarantee_["core_radius"] == m.core_radius_
@@ -237,11 +255,13 @@ def test_spans_partition_the_core_cells():
 
 def test_dense_and_sparse_paths_agree_without_noise(monkeypatch):
     """Post-processing on sorted keys (huge grids) equals the dense-array path."""
-    monkeypatch.setattr(mech_mod, "_draw_two_sided_geometric",
-                        lambda rng, eps, size: np.zeros(size, dtype=np.int64))
+    monkeypatch.setattr(
+        mech_mod, "_draw_two_sided_geometric", lambda rng, eps, size: np.zeros(size, dtype=np.int64)
+    )
     X, _ = _blobs()
-    kw = dict(epsilon=1.0, eps=0.5, min_samples=10, bounds=(0, 10), random_state=0,
-              histogram="sparse")
+    kw = dict(
+        epsilon=1.0, eps=0.5, min_samples=10, bounds=(0, 10), random_state=0, histogram="sparse"
+    )
     a = DPDBSCAN(**kw).fit(X)
     monkeypatch.setattr(D, "DENSE_FREE_CELLS", 10)
     monkeypatch.setattr(D, "_SCRATCH_FACTOR", 0)
@@ -255,8 +275,9 @@ def test_one_trillion_cells_in_sparse_mode_without_allocation():
     centres = np.array([[2e5, 3e5], [7e5, 1e5], [5e5, 9e5]])
     X = np.concatenate([c + rng.normal(scale=1.0, size=(700, 2)) for c in centres])
     tracemalloc.start()
-    m = DPDBSCAN(epsilon=1.0, eps=math.sqrt(2), min_samples=20, bounds=(0, 1e6),
-                 random_state=0).fit(X)
+    m = DPDBSCAN(
+        epsilon=1.0, eps=math.sqrt(2), min_samples=20, bounds=(0, 1e6), random_state=0
+    ).fit(X)
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     assert m.n_cells_ == (10**6 + 1) ** 2 and m.histogram_ == "sparse"
@@ -270,17 +291,24 @@ def test_one_trillion_cells_in_sparse_mode_without_allocation():
 @pytest.mark.parametrize("epsilon", [0.5, 1.0, 3.0])
 def test_ledger_composes_to_epsilon(epsilon, monkeypatch):
     X, _ = _blobs()
-    dense = DPDBSCAN(epsilon=epsilon, eps=0.5, min_samples=10, bounds=(0, 10),
-                     random_state=0).fit(X)
+    dense = DPDBSCAN(epsilon=epsilon, eps=0.5, min_samples=10, bounds=(0, 10), random_state=0).fit(
+        X
+    )
     rel = dense.privacy_report_.releases
     assert [r.mechanism for r in rel] == ["geometric, dense hist"]
     assert rel[0].epsilon == epsilon and rel[0].n_released == dense.n_cells_
     assert dense.privacy_report_.total().epsilon == pytest.approx(epsilon)
-    sparse = DPDBSCAN(epsilon=epsilon, eps=0.5, min_samples=10, bounds=(0, 10), random_state=0,
-                      histogram="sparse", n_budget_share=0.1).fit(X)
+    sparse = DPDBSCAN(
+        epsilon=epsilon,
+        eps=0.5,
+        min_samples=10,
+        bounds=(0, 10),
+        random_state=0,
+        histogram="sparse",
+        n_budget_share=0.1,
+    ).fit(X)
     rel = sparse.privacy_report_.releases
-    assert [r.mechanism for r in rel] == ["two-sided geometric",
-                                          "geometric, sparse hist"]
+    assert [r.mechanism for r in rel] == ["two-sided geometric", "geometric, sparse hist"]
     assert rel[0].epsilon == pytest.approx(0.1 * epsilon)
     assert rel[1].epsilon == pytest.approx(0.9 * epsilon)
     assert sparse.privacy_report_.total().epsilon == pytest.approx(epsilon)
@@ -290,11 +318,13 @@ def test_ledger_composes_to_epsilon(epsilon, monkeypatch):
 def test_auto_switch_uses_the_noisy_n(monkeypatch):
     monkeypatch.setattr(D, "DENSE_FREE_CELLS", 50)  # the 21x21 grid below now needs n
     X, _ = _blobs()
-    big = DPDBSCAN(epsilon=1.0, eps=math.sqrt(2) / 2, min_samples=10, bounds=(0, 10),
-                   random_state=0).fit(X)
+    big = DPDBSCAN(
+        epsilon=1.0, eps=math.sqrt(2) / 2, min_samples=10, bounds=(0, 10), random_state=0
+    ).fit(X)
     assert big.n_hat_ is not None and big.histogram_ == "dense"  # n_hat > 441 / 2
-    small = DPDBSCAN(epsilon=1.0, eps=math.sqrt(2) / 2, min_samples=10, bounds=(0, 10),
-                     random_state=0).fit(X[:60])
+    small = DPDBSCAN(
+        epsilon=1.0, eps=math.sqrt(2) / 2, min_samples=10, bounds=(0, 10), random_state=0
+    ).fit(X[:60])
     assert small.histogram_ == "sparse" and abs(small.n_hat_ - 60) < 200
     assert small.threshold_ == H.sparse_threshold(small.n_cells_, small.n_hat_, 0.95)
     assert len(big.privacy_report_.releases) == 2
@@ -327,8 +357,9 @@ def test_noise_drawn_matches_the_ledger(monkeypatch):
     assert draws == [("geo", rel.epsilon, (m.n_cells_,))] and rel.epsilon == 1.0
 
     draws.clear()
-    m = DPDBSCAN(epsilon=2.0, eps=0.5, min_samples=10, bounds=(0, 10), random_state=1,
-                 histogram="sparse").fit(X)
+    m = DPDBSCAN(
+        epsilon=2.0, eps=0.5, min_samples=10, bounds=(0, 10), random_state=1, histogram="sparse"
+    ).fit(X)
     n_rel, h_rel = m.privacy_report_.releases
     n_nonempty = np.unique(np.floor(X / m.cell_width_).astype(int), axis=0).shape[0]
     assert draws[0] == ("geo", n_rel.epsilon, (1,))
@@ -348,11 +379,13 @@ def test_budget_is_checked_before_the_data_is_read():
         DPDBSCAN(epsilon=1.0, eps=0.5, min_samples=5, bounds=(0, 10), accountant=acc).fit(bad)
     X, _ = _blobs()
     acc = Accountant(Budget(1.0))
-    DPDBSCAN(epsilon=0.6, eps=0.5, min_samples=5, bounds=(0, 10), accountant=acc,
-             random_state=0).fit(X)
+    DPDBSCAN(
+        epsilon=0.6, eps=0.5, min_samples=5, bounds=(0, 10), accountant=acc, random_state=0
+    ).fit(X)
     with pytest.raises(BudgetExceededError):
-        DPDBSCAN(epsilon=0.6, eps=0.5, min_samples=5, bounds=(0, 10), accountant=acc,
-                 random_state=0).fit(X)
+        DPDBSCAN(
+            epsilon=0.6, eps=0.5, min_samples=5, bounds=(0, 10), accountant=acc, random_state=0
+        ).fit(X)
 
 
 # =========================================================================== whole-fit audit
@@ -368,8 +401,14 @@ def _audit_fit(n_records, eps, core_radius):
         X = np.full((n_records, 2), 5.5)
         out = np.empty(n)
         for i in range(n):
-            m = DPDBSCAN(epsilon=eps, eps=math.sqrt(2), min_samples=10, bounds=(0, 10),
-                         core_radius=core_radius, random_state=rng).fit(X)
+            m = DPDBSCAN(
+                epsilon=eps,
+                eps=math.sqrt(2),
+                min_samples=10,
+                bounds=(0, 10),
+                core_radius=core_radius,
+                random_state=rng,
+            ).fit(X)
             out[i] = m.span_cells_.shape[0]
         return out
 
@@ -386,19 +425,32 @@ def _border_count(core_radius):
 def test_whole_fit_passes_audit_on_a_border_record(core_radius):
     n0 = _border_count(core_radius)
     # gross leaks only (DESIGN, Testing): the power to see one is shown by the next test
-    assert_private(1.0, 0.0, _audit_fit(n0, 1.0, core_radius),
-                   _audit_fit(n0 + 1, 1.0, core_radius),
-                   threshold_events([0.5, 4.5, 8.5, 10.5, 15.5, 20.5]), 800, seed=9,
-                   confidence=0.999)
+    assert_private(
+        1.0,
+        0.0,
+        _audit_fit(n0, 1.0, core_radius),
+        _audit_fit(n0 + 1, 1.0, core_radius),
+        threshold_events([0.5, 4.5, 8.5, 10.5, 15.5, 20.5]),
+        800,
+        seed=9,
+        confidence=0.999,
+    )
 
 
 @pytest.mark.parametrize("core_radius", ["eps", "cell"])
 def test_whole_fit_audit_catches_exact_counts(monkeypatch, core_radius):
-    monkeypatch.setattr(mech_mod, "_draw_two_sided_geometric",
-                        lambda rng, eps, size: np.zeros(size, dtype=np.int64))
+    monkeypatch.setattr(
+        mech_mod, "_draw_two_sided_geometric", lambda rng, eps, size: np.zeros(size, dtype=np.int64)
+    )
     n0 = _border_count(core_radius)
-    res = audit(_audit_fit(n0, 1.0, core_radius), _audit_fit(n0 + 1, 1.0, core_radius),
-                threshold_events([0.5, 8.5]), 200, seed=10, confidence=0.999)
+    res = audit(
+        _audit_fit(n0, 1.0, core_radius),
+        _audit_fit(n0 + 1, 1.0, core_radius),
+        threshold_events([0.5, 8.5]),
+        200,
+        seed=10,
+        confidence=0.999,
+    )
     assert res.epsilon_lower > 3.0, str(res)
 
 
@@ -429,8 +481,9 @@ def test_plot_spans_draws_cells_and_points():
     ax = m.plot_spans(X=X)
     assert ax.images and ax.collections
     plt.close("all")
-    m3 = DPDBSCAN(epsilon=1.0, eps=0.5, min_samples=10, bounds=(0, 10),
-                  random_state=0).fit(np.random.default_rng(0).uniform(0, 10, (50, 3)))
+    m3 = DPDBSCAN(epsilon=1.0, eps=0.5, min_samples=10, bounds=(0, 10), random_state=0).fit(
+        np.random.default_rng(0).uniform(0, 10, (50, 3))
+    )
     with pytest.raises(ValueError):
         m3.plot_spans()
 
@@ -494,11 +547,11 @@ def test_one_point_outside_points_and_one_dimension():
     X, _ = _blobs()
     X = np.vstack([X, [[50.0, 50.0]]])
     with pytest.warns(UserWarning, match="clipped"):
-        m = DPDBSCAN(epsilon=1.0, eps=0.5, min_samples=10, bounds=(0, 10),
-                     random_state=0).fit(X)
+        m = DPDBSCAN(epsilon=1.0, eps=0.5, min_samples=10, bounds=(0, 10), random_state=0).fit(X)
     assert m.labels_[-1] == -1
-    x1 = np.concatenate([np.random.default_rng(1).normal(2, 0.2, 500),
-                         np.random.default_rng(2).normal(8, 0.2, 500)])[:, None]
+    x1 = np.concatenate(
+        [np.random.default_rng(1).normal(2, 0.2, 500), np.random.default_rng(2).normal(8, 0.2, 500)]
+    )[:, None]
     m1 = DPDBSCAN(epsilon=1.0, eps=0.2, min_samples=10, bounds=(0, 10), random_state=0).fit(x1)
     assert m1.kappa_ == 3 and m1.n_clusters_ == 2
     with pytest.raises(ValueError):
@@ -517,7 +570,8 @@ def test_border_points_join_the_nearest_span_within_eps():
     y_mid = origin[1] + (row[1] + 0.5) * w
     probes = np.array([[edge + 0.1, y_mid], [edge + 0.3, y_mid]])
     assert model.predict(probes).tolist() == [0, -1]  # within eps of a core cell / beyond it
-    strict = DPDBSCAN(epsilon=1.0, eps=0.2, min_samples=10, bounds=(-2, 2), random_state=0,
-                      border=False).fit(X)
+    strict = DPDBSCAN(
+        epsilon=1.0, eps=0.2, min_samples=10, bounds=(-2, 2), random_state=0, border=False
+    ).fit(X)
     assert strict.predict(probes).tolist() == [-1, -1]
     np.testing.assert_array_equal(strict.span_cells_, model.span_cells_)

@@ -303,8 +303,7 @@ def _dense_merge(core: np.ndarray, offsets: np.ndarray, pad: int) -> tuple[np.nd
         shape = core.shape
         base = lp[tuple(slice(pad, pad + s) for s in shape)]
         for o in extra:
-            other = lp[tuple(slice(pad + int(o[j]), pad + int(o[j]) + shape[j])
-                             for j in range(d))]
+            other = lp[tuple(slice(pad + int(o[j]), pad + int(o[j]) + shape[j]) for j in range(d))]
             sel = (base > 0) & (other > 0) & (base != other)
             if sel.any():
                 pairs = np.unique(np.stack([base[sel], other[sel]], axis=1), axis=0)
@@ -314,8 +313,9 @@ def _dense_merge(core: np.ndarray, offsets: np.ndarray, pad: int) -> tuple[np.nd
     return keys, comp[lab.ravel()[keys] - 1]
 
 
-def _sparse_neighbourhood_sums(grid: _Grid, keys: np.ndarray, vals: np.ndarray,
-                               offsets: np.ndarray):
+def _sparse_neighbourhood_sums(
+    grid: _Grid, keys: np.ndarray, vals: np.ndarray, offsets: np.ndarray
+):
     """Neighbourhood sums of released cells on sorted padded keys (no per-cell allocation).
 
     Every released value is added to the ``kappa`` cells it neighbours (NB is symmetric), in
@@ -525,8 +525,10 @@ class DPDBSCAN(PrivateClusterMixin):
     def _check_params(self):
         epsilon = check_epsilon(self.epsilon)
         alpha = self.eps
-        if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real) or not (
-            alpha > 0 and math.isfinite(alpha)
+        if (
+            isinstance(alpha, bool)
+            or not isinstance(alpha, numbers.Real)
+            or not (alpha > 0 and math.isfinite(alpha))
         ):
             raise ValueError(f"eps (the DBSCAN radius alpha) must be > 0 and finite, got {alpha!r}")
         mp = self.min_samples
@@ -550,10 +552,15 @@ class DPDBSCAN(PrivateClusterMixin):
         if isinstance(share, bool) or not isinstance(share, numbers.Real) or not (0 < share < 1):
             raise ValueError(f"n_budget_share must be in (0, 1), got {share!r}")
         shift = self.min_samples_shift
-        if not (shift == "tau" or (
-            isinstance(shift, numbers.Real) and not isinstance(shift, bool)
-            and shift >= 0 and math.isfinite(shift)
-        )):
+        if not (
+            shift == "tau"
+            or (
+                isinstance(shift, numbers.Real)
+                and not isinstance(shift, bool)
+                and shift >= 0
+                and math.isfinite(shift)
+            )
+        ):
             raise ValueError(f"min_samples_shift must be 'tau' or a number >= 0, got {shift!r}")
         return epsilon, float(alpha), int(mp), eta, float(beta), float(share), shift
 
@@ -613,11 +620,14 @@ class DPDBSCAN(PrivateClusterMixin):
         del cells
         n_hat = None
         if need_n:
-            n_hat = int(mech.count(
-                [int(counts.sum())], eps_n,
-                target="record count n (sparse threshold and dense/sparse choice)",
-                note="noisy n, never the exact n (NOTES 14)",
-            )[0])
+            n_hat = int(
+                mech.count(
+                    [int(counts.sum())],
+                    eps_n,
+                    target="record count n (sparse threshold and dense/sparse choice)",
+                    note="noisy n, never the exact n (NOTES 14)",
+                )[0]
+            )
             if mode == "auto":
                 mode = "sparse" if n_hat <= n_cells / 2 else "dense"
 
@@ -627,7 +637,10 @@ class DPDBSCAN(PrivateClusterMixin):
             dense[keys] = counts
             del keys, counts
             noisy = release_dense_histogram(
-                mech, dense, eps_hist, noise=noise,
+                mech,
+                dense,
+                eps_hist,
+                noise=noise,
                 target=f"cell counts, all {n_cells} cells (dense histogram)",
             )
             del dense
@@ -635,12 +648,19 @@ class DPDBSCAN(PrivateClusterMixin):
         else:
             threshold = sparse_threshold(n_cells, n_hat, eps_hist, noise)
             rkeys, rvals = release_sparse_histogram(
-                mech, keys, counts, n_cells, eps_hist, threshold, noise=noise,
+                mech,
+                keys,
+                counts,
+                n_cells,
+                eps_hist,
+                threshold,
+                noise=noise,
                 target=f"cell counts >= threshold, of {n_cells} cells (sparse histogram)",
             )
             del keys, counts
-            g_lo, g_hi = neighbourhood_noise_bounds(noise, eps_hist, beta, kappa_core, n_cells,
-                                                    threshold)
+            g_lo, g_hi = neighbourhood_noise_bounds(
+                noise, eps_hist, beta, kappa_core, n_cells, threshold
+            )
         tau = g_lo + g_hi
         shift_value = tau if shift == "tau" else shift
         min_eff = min_pts + shift_value
@@ -652,8 +672,11 @@ class DPDBSCAN(PrivateClusterMixin):
                 noisy = np.zeros(n_cells, dtype=rvals.dtype)
                 noisy[rkeys] = rvals
                 del rkeys, rvals
-            if noisy.dtype == np.int64 and noisy.size and (
-                    int(np.abs(noisy).max()) * kappa_core < 2**31):
+            if (
+                noisy.dtype == np.int64
+                and noisy.size
+                and (int(np.abs(noisy).max()) * kappa_core < 2**31)
+            ):
                 noisy = noisy.astype(np.int32)  # exact; halves the post-processing memory
             sums = _dense_neighbourhood_sums(noisy.reshape(tuple(grid.shape)), window, pad)
             del noisy
@@ -856,11 +879,21 @@ class DPDBSCAN(PrivateClusterMixin):
         privacy report. No data points; the ``random_state`` is left out (a seed would let
         anyone subtract the noise) and so is the accountant."""
         self._check_fitted()
-        params = {k: v for k, v in self.get_params().items()
-                  if k not in ("random_state", "accountant", "bounds")}
-        params = {k: (float(v) if isinstance(v, (float, np.floating)) else
-                      int(v) if isinstance(v, (int, np.integer)) and not isinstance(v, bool)
-                      else v) for k, v in params.items()}
+        params = {
+            k: v
+            for k, v in self.get_params().items()
+            if k not in ("random_state", "accountant", "bounds")
+        }
+        params = {
+            k: (
+                float(v)
+                if isinstance(v, (float, np.floating))
+                else int(v)
+                if isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+                else v
+            )
+            for k, v in params.items()
+        }
         return {
             "model": "DPDBSCAN",
             "format": 1,
@@ -881,8 +914,10 @@ class DPDBSCAN(PrivateClusterMixin):
             "n_clusters": int(self.n_clusters_),
             "span_cells": self.span_cells_.tolist(),
             "span_labels": self.span_labels_.tolist(),
-            "guarantee": {k: (float(v) if isinstance(v, (int, float, np.number)) else v)
-                          for k, v in self.guarantee_.items()},
+            "guarantee": {
+                k: (float(v) if isinstance(v, (int, float, np.number)) else v)
+                for k, v in self.guarantee_.items()
+            },
             "privacy_report": self.privacy_report_.to_dict(),
         }
 
@@ -913,8 +948,11 @@ class DPDBSCAN(PrivateClusterMixin):
         cells = np.asarray(data["span_cells"], dtype=np.int64).reshape(-1, d)
         model.span_cells_ = cells
         model.span_labels_ = np.asarray(data["span_labels"], dtype=np.int64)
-        model._core_keys = _dot_int(cells, _c_strides(model.grid_shape_)) if cells.size else (
-            np.zeros(0, dtype=np.int64))
+        model._core_keys = (
+            _dot_int(cells, _c_strides(model.grid_shape_))
+            if cells.size
+            else (np.zeros(0, dtype=np.int64))
+        )
         model.n_clusters_ = int(data["n_clusters"])
         model.n_features_in_ = d
         gu = data["guarantee"]
@@ -964,13 +1002,30 @@ class DPDBSCAN(PrivateClusterMixin):
                 img = np.full(tuple(hi - lo), np.nan)
                 img[cells[:, 0] - lo[0], cells[:, 1] - lo[1]] = self.span_labels_
                 extent = (o[0] + lo[0] * w, o[0] + hi[0] * w, o[1] + lo[1] * w, o[1] + hi[1] * w)
-                ax.imshow(np.ma.masked_invalid(img.T), origin="lower", extent=extent,
-                          cmap=palette, vmin=-0.5, vmax=self.n_clusters_ - 0.5,
-                          interpolation="nearest", alpha=alpha, zorder=2, aspect="auto")
+                ax.imshow(
+                    np.ma.masked_invalid(img.T),
+                    origin="lower",
+                    extent=extent,
+                    cmap=palette,
+                    vmin=-0.5,
+                    vmax=self.n_clusters_ - 0.5,
+                    interpolation="nearest",
+                    alpha=alpha,
+                    zorder=2,
+                    aspect="auto",
+                )
             else:  # too spread out for an image: one marker per cell
                 centre = o + (cells + 0.5) * w
-                ax.scatter(centre[:, 0], centre[:, 1], c=self.span_labels_, cmap=palette,
-                           marker="s", s=4, alpha=alpha, zorder=2)
+                ax.scatter(
+                    centre[:, 0],
+                    centre[:, 1],
+                    c=self.span_labels_,
+                    cmap=palette,
+                    marker="s",
+                    s=4,
+                    alpha=alpha,
+                    zorder=2,
+                )
         b = self.bounds_
         ax.set_xlim(b[0, 0], b[0, 1])
         ax.set_ylim(b[1, 0], b[1, 1])
