@@ -575,3 +575,16 @@ def test_border_points_join_the_nearest_span_within_eps():
     ).fit(X)
     assert strict.predict(probes).tolist() == [-1, -1]
     np.testing.assert_array_equal(strict.span_cells_, model.span_cells_)
+
+
+def test_border_points_agree_between_lookup_table_and_binary_search():
+    """The lookup-table path skips points with no core cell in NB before the border pass; the
+    binary-search path (few points next to the grid) does not: both label every point alike."""
+    X, _ = _blobs(n_per=1500, background=2000)
+    kw = dict(epsilon=1.0, eps=0.5, min_samples=10, bounds=(0, 10), random_state=0)
+    m = DPDBSCAN(**kw).fit(X)
+    strict = DPDBSCAN(border=False, **kw).fit(X)
+    assert (m.labels_ >= 0).sum() > (strict.labels_ >= 0).sum()  # border points exist
+    few = np.concatenate([m.predict(X[i : i + 7]) for i in range(0, len(X), 7)])
+    np.testing.assert_array_equal(few, m.labels_)
+    assert ((m.labels_ < 0) & (X[:, 0] > 0)).any()  # some points stay noise

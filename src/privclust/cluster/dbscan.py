@@ -854,10 +854,23 @@ class DPDBSCAN(PrivateClusterMixin):
         if rows.size == 0:
             return
         coords = np.clip(np.floor((x - origin) / w), 0, shape - 1).astype(np.int64)
+        offsets = neighbour_offsets(len(shape), float(self.eta))
+        if lut is not None:
+            # only points in cells with a core cell in NB can be border points: on large inputs
+            # most non-core points are far from every span, and the per-offset pass is the cost
+            near = _dense_neighbourhood_sums(
+                (lut >= 0).astype(np.int32).reshape(tuple(int(v) for v in shape)),
+                offsets,
+                int(np.abs(offsets).max()),
+            ).ravel()
+            keep = near[coords @ strides] > 0
+            rows, x, coords = rows[keep], x[keep], coords[keep]
+            if rows.size == 0:
+                return
         best = np.full(rows.size, float(self.eps) ** 2)
         label = np.full(rows.size, -1, dtype=np.int64)
         keys_ref = self._core_keys
-        for off in neighbour_offsets(len(shape), float(self.eta)):
+        for off in offsets:
             nc = coords + off
             ok = ((nc >= 0) & (nc < shape)).all(axis=1)
             key = np.where(ok, nc @ strides, 0)
