@@ -334,7 +334,7 @@ def test_noise_drawn_matches_the_ledger(monkeypatch):
     """Instrumented run: every draw's scale and size match a ledger entry; nothing else."""
     draws = []
     real = {n: getattr(mech_mod, n) for n in ("_draw_two_sided_geometric", "_draw_laplace")}
-    real_bin = H._draw_binomial
+    real_bin = mech_mod._draw_binomial
 
     def geo(rng, eps_unit, size):
         draws.append(("geo", eps_unit, size))
@@ -350,7 +350,7 @@ def test_noise_drawn_matches_the_ledger(monkeypatch):
 
     monkeypatch.setattr(mech_mod, "_draw_two_sided_geometric", geo)
     monkeypatch.setattr(mech_mod, "_draw_laplace", lap)
-    monkeypatch.setattr(H, "_draw_binomial", binomial)
+    monkeypatch.setattr(mech_mod, "_draw_binomial", binomial)
     X, _ = _blobs()
     m = DPDBSCAN(epsilon=1.0, eps=0.5, min_samples=10, bounds=(0, 10), random_state=1).fit(X)
     (rel,) = m.privacy_report_.releases

@@ -133,7 +133,7 @@ def test_sparse_histogram_half_noise_is_caught():
 
 def test_sparse_histogram_without_the_empty_cell_path_is_caught(monkeypatch):
     """Releasing only the non-empty cells leaks: the audit must see it."""
-    monkeypatch.setattr(H, "_draw_binomial", lambda rng, n, p: 0)
+    monkeypatch.setattr(mech_mod, "_draw_binomial", lambda rng, n, p: 0)
     res = audit(_sparse_sampler([0], [5], 1.0), _sparse_sampler([0, 7], [5, 1], 1.0),
                 SPARSE_EVENTS, 2_000, seed=8, confidence=CONFIDENCE)
     assert res.epsilon_lower > 3.0, str(res)

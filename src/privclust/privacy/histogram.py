@@ -35,12 +35,13 @@ it with the continuous Laplace inverse, which is not the distribution of a discr
 applies, see :mod:`privclust.privacy.mechanisms`); the tail above ``theta > 0`` is
 ``theta + Exp(eps)``.
 
-Randomness is drawn only through ``_draw_*`` primitives: the noise through
-:mod:`privclust.privacy.mechanisms`' ``_draw_two_sided_geometric`` and ``_draw_laplace`` (looked up
-on that module at call time, so instrumented tests see every draw), and the three draws that
-module has no primitive for (the binomial count, uniform cell indices, a uniform subset) through
-``_draw_binomial``, ``_draw_cell_indices`` and ``_draw_choice`` below. The exponential tail is
-drawn as ``|Laplace(1/eps)|`` (exactly Exp(eps)); ``floor`` of it is exactly ``Geom0(e^-eps)``.
+Randomness is drawn only through the ``_draw_*`` primitives of
+:mod:`privclust.privacy.mechanisms` (looked up on that module at call time, so instrumented tests
+see every draw): ``_draw_two_sided_geometric`` and ``_draw_laplace`` for the noise,
+``_draw_binomial``, ``_draw_cell_indices`` and ``_draw_choice`` for the sparse histogram's
+empty-cell sampling (the binomial count, uniform cell indices, a uniform subset). The
+exponential tail is drawn as ``|Laplace(1/eps)|`` (exactly Exp(eps)); ``floor`` of it is exactly
+``Geom0(e^-eps)``.
 
 Error bounds (:func:`neighbourhood_noise_bounds`, used by DP-DBSCAN): high-probability bounds on
 the sum of ``kappa`` released noisy counts (a cell's neighbourhood) minus the true sum,
@@ -100,22 +101,6 @@ _BATCH = 1 << 22
 _DENSE_BLOCK = 1 << 20
 #: Refuse to release more sampled empty cells than this (the threshold is far too low).
 _MAX_SAMPLED = 1 << 28
-
-
-# --------------------------------------------------------------------------- draw primitives
-def _draw_binomial(rng: np.random.Generator, n: int, p: float) -> int:
-    """m ~ Binomial(n, p): how many empty cells pass the threshold (Alg. 2 l. 7)."""
-    return int(rng.binomial(n, p))
-
-
-def _draw_cell_indices(rng: np.random.Generator, n_cells: int, size: int) -> np.ndarray:
-    """``size`` i.i.d. uniform cell indices in ``[0, n_cells)`` (rejection sampling, l. 8)."""
-    return rng.integers(0, n_cells, size=size, dtype=np.int64)
-
-
-def _draw_choice(rng: np.random.Generator, population: int, size: int) -> np.ndarray:
-    """A uniform ``size``-subset of ``range(population)`` in random order (no replacement)."""
-    return np.asarray(rng.choice(population, size=size, replace=False), dtype=np.int64)
 
 
 # --------------------------------------------------------------------------- checks
@@ -284,7 +269,7 @@ def _sample_empty_cells(rng, occupied: np.ndarray, n_cells: int, m: int,
         mask = np.ones(n_cells, dtype=bool)
         mask[occupied] = False
         empty = np.flatnonzero(mask)
-        return empty[_draw_choice(rng, n_empty, m)]
+        return empty[_mech._draw_choice(rng, n_empty, m)]
     if method != "rejection":
         raise ValueError(f"unknown empty-cell sampling method {method!r}")
     chosen = np.zeros(0, dtype=np.int64)
@@ -293,7 +278,7 @@ def _sample_empty_cells(rng, occupied: np.ndarray, n_cells: int, m: int,
         need = m - chosen.size
         accept = (n_empty - chosen.size) / n_cells
         size = int(min(_BATCH, math.ceil(need / accept * 1.1) + 16))
-        cand = _draw_cell_indices(rng, n_cells, size)
+        cand = _mech._draw_cell_indices(rng, n_cells, size)
         cand = cand[~_in_sorted(cand, occupied)]
         cand = cand[~_in_sorted(cand, chosen_sorted)]
         _, first = np.unique(cand, return_index=True)  # first occurrence of every new cell
@@ -351,7 +336,7 @@ def sparse_histogram(rng, keys, counts, n_cells: int, epsilon: float, threshold,
     # lines 6-8: how many of the other cells pass, and which
     n_other = n_cells - keys.size
     p = tail_probability(t, eps, noise)
-    m = _draw_binomial(rng, n_other, p) if n_other > 0 else 0
+    m = _mech._draw_binomial(rng, n_other, p) if n_other > 0 else 0
     if m > _MAX_SAMPLED:
         raise ValueError(
             f"the threshold {t} releases {m} empty cells; raise it (see sparse_threshold)"

@@ -68,6 +68,21 @@ def _draw_uniform(rng: np.random.Generator, low, high):
     return rng.uniform(low, high)
 
 
+def _draw_binomial(rng: np.random.Generator, n: int, p: float) -> int:
+    """m ~ Binomial(n, p): how many empty cells pass the sparse histogram's threshold."""
+    return int(rng.binomial(n, p))
+
+
+def _draw_cell_indices(rng: np.random.Generator, n_cells: int, size: int) -> np.ndarray:
+    """``size`` i.i.d. uniform cell indices in ``[0, n_cells)`` (for rejection sampling)."""
+    return rng.integers(0, n_cells, size=size, dtype=np.int64)
+
+
+def _draw_choice(rng: np.random.Generator, population: int, size: int) -> np.ndarray:
+    """A uniform ``size``-subset of ``range(population)`` in random order (no replacement)."""
+    return np.asarray(rng.choice(population, size=size, replace=False), dtype=np.int64)
+
+
 # --------------------------------------------------------------------------- calibration
 def _check_eps(epsilon: float) -> float:
     if not (epsilon > 0) or not math.isfinite(epsilon):
