@@ -47,8 +47,9 @@ def _blobs(n_per=400, seed=0):
 
 
 # =========================================================================== calibration
-@pytest.mark.parametrize(("eps", "delta", "d", "tau"), [(1.0, 1e-6, 3, 10), (10.0, 1e-5, 8, 5),
-                                                        (0.5, 1e-9, 1, 1)])
+@pytest.mark.parametrize(
+    ("eps", "delta", "d", "tau"), [(1.0, 1e-6, 3, 10), (10.0, 1e-5, 8, 5), (0.5, 1e-9, 1, 1)]
+)
 def test_sigma_is_notes_21_and_rho_converts_to_epsilon(eps, delta, d, tau):
     r = paper_r(d)
     assert r == 1 + 3 * d + 2 * d * d
@@ -104,8 +105,15 @@ def test_noise_drawn_matches_the_ledger_and_the_plan(monkeypatch, delta, sensiti
     X, _ = _blobs(200)
     rec = GaussianRecorder(monkeypatch)
     eps, T = 2.0, 4
-    m = DPGaussianMixture(3, epsilon=eps, delta=delta, bounds=(-1, 1), n_iter=T,
-                          sensitivity=sensitivity, random_state=1).fit(X)
+    m = DPGaussianMixture(
+        3,
+        epsilon=eps,
+        delta=delta,
+        bounds=(-1, 1),
+        n_iter=T,
+        sensitivity=sensitivity,
+        random_state=1,
+    ).fit(X)
     rep = m.privacy_report_
     d = X.shape[1]
     r = paper_r(d) if sensitivity == "paper" else add_remove_r(d)
@@ -149,8 +157,7 @@ def test_released_block_is_counts_sums_and_uncentred_moments(monkeypatch):
         return orig(self, values, l2_sensitivity, rho, **kw)
 
     monkeypatch.setattr(Mechanisms, "gaussian_zcdp", spy)
-    m = DPGaussianMixture(2, epsilon=5, delta=1e-6, bounds=(-2, 2), n_iter=2,
-                          random_state=0).fit(X)
+    m = DPGaussianMixture(2, epsilon=5, delta=1e-6, bounds=(-2, 2), n_iter=2, random_state=0).fit(X)
     U = X / 2.0  # the public map of (-2, 2) to [-1, 1]
     for block in seen:
         assert block.shape == (2, 1 + 2 + 3)
@@ -162,18 +169,19 @@ def test_released_block_is_counts_sums_and_uncentred_moments(monkeypatch):
 
 
 # =========================================================================== audit
-def _release_sampler(block, sigma_factor=1.0, eps=1.0, delta=1e-3):
+def _release_sampler(block, sigma_factor=1.0, eps=1.0, delta=1e-3, r=None):
     """One iteration's release (Mechanisms.gaussian_zcdp at the fit's sigma, T = 1), reduced to
     the optimal test statistic for a Gaussian: the projection on the neighbours' difference."""
     d = 2
-    r = paper_r(d)
+    r = paper_r(d) if r is None else r
     rho = zcdp_rho(eps, delta) / sigma_factor**2  # sigma_factor < 1: too little noise
 
     def run(rng, n):
         rep = PrivacyReport("audit", Budget(eps, delta), zcdp_delta=delta)
         mech = Mechanisms(RandomSource(rng, "audit", False), rep)
-        noisy = mech.gaussian_zcdp(np.broadcast_to(block, (n, block.size)), math.sqrt(r), rho,
-                                   target="audit")
+        noisy = mech.gaussian_zcdp(
+            np.broadcast_to(block, (n, block.size)), math.sqrt(r), rho, target="audit"
+        )
         return noisy
 
     return run
@@ -189,8 +197,9 @@ def _neighbour_blocks():
     logw = np.log([0.5, 0.5])
     b = []
     for X in (X0, X1):
-        counts, sums, moments = LocalEngine(X, np.tile([-1.0, 1.0], (2, 1))) \
-            .gaussian_assignment_stats(mu, chol, logw)
+        counts, sums, moments = LocalEngine(
+            X, np.tile([-1.0, 1.0], (2, 1))
+        ).gaussian_assignment_stats(mu, chol, logw)
         b.append(_block(counts, sums, moments).ravel())
     return b
 
@@ -216,6 +225,38 @@ def test_one_iteration_release_passes_the_audit():
     events = threshold_events(np.linspace(-3, 5, 17) * sigma)
     res = assert_private(claim, delta, s0, s1, events, 200_000, seed=3)
     assert res.epsilon_lower <= claim
+
+
+def test_add_remove_calibration_passes_the_audit_on_the_worst_neighbours():
+    """The default calibration (r = 1 + D + D(D+1)/2, proof in ``add_remove_r``): one release
+    audited on D and D + {corner record}, whose blocks differ by exactly sqrt(r) in L2 (the
+    worst case), and the same audit catches half the noise."""
+    b0, b1 = _neighbour_blocks()
+    diff = b1 - b0
+    r = add_remove_r(2)
+    assert math.isclose(diff @ diff, r)  # the corner attains the bound
+    u = diff / np.linalg.norm(diff)
+    eps, delta = 1.0, 1e-3
+    claim = zcdp_to_approx_dp(zcdp_rho(eps, delta), delta)
+    sigma = zcdp_sigma(eps, delta, r, 1)
+    events = threshold_events(np.linspace(-3, 5, 17) * sigma)
+    s0 = _projected(_release_sampler(b0, eps=eps, delta=delta, r=r), u, b0)
+    s1 = _projected(_release_sampler(b1, eps=eps, delta=delta, r=r), u, b0)
+    res = assert_private(claim, delta, s0, s1, events, 200_000, seed=5)
+    assert res.epsilon_lower <= claim
+    half0 = _projected(_release_sampler(b0, 0.5, eps, delta, r), u, b0)
+    half1 = _projected(_release_sampler(b1, 0.5, eps, delta, r), u, b0)
+    events = threshold_events(np.linspace(-3, 5, 17) * 0.5 * sigma)
+    assert audit(half0, half1, events, 200_000, delta=delta, seed=5).epsilon_lower > claim
+
+
+def test_default_sensitivity_is_add_remove():
+    assert DPGaussianMixture().sensitivity == "add_remove"
+    X, _ = _blobs(100)
+    m = DPGaussianMixture(2, epsilon=1.0, delta=1e-6, bounds=(-1, 1), n_iter=2, random_state=0).fit(
+        X
+    )
+    assert math.isclose(m.sigma_, zcdp_sigma(1.0, 1e-6, add_remove_r(2), 2))
 
 
 def test_the_audit_catches_too_little_noise():
@@ -262,10 +303,25 @@ def test_private_centre_covariances_one_pass(monkeypatch):
     engine = LocalEngine(X, np.tile([-1.0, 1.0], (2, 1)))
     w, mu, cov, n_hat, sigma = private_centre_covariances(engine, centres, mech, 1.0, 1e-6)
     assert len(rep.releases) == 1 and math.isclose(rep.releases[0].rho, zcdp_rho(1.0, 1e-6))
-    assert math.isclose(sigma, zcdp_sigma(1.0, 1e-6, paper_r(2), 1))
+    assert math.isclose(sigma, zcdp_sigma(1.0, 1e-6, add_remove_r(2), 1))
     np.testing.assert_array_equal(mu, centres)
     assert np.all(np.linalg.eigvalsh(cov) > 0) and math.isclose(w.sum(), 1.0)
     assert rep.total().epsilon <= 1.0 + 1e-9
+
+
+def test_noise_level_cells_of_the_covariance_pass_get_weight_zero():
+    """A cell whose noisy count is below 2 sigma (its covariance is mostly noise) gets weight
+    0, like an empty DPMoG-hard component; the others keep their noisy counts' shares."""
+    X, _ = _blobs(500)
+    centres = np.array([[-0.5, -0.5], [-0.5, 0.5], [0.5, -0.5], [0.5, 0.5], [0.99, -0.99]])
+    rep = PrivacyReport("cov", Budget(1.0, 1e-6), zcdp_delta=1e-6)
+    mech = Mechanisms(RandomSource(np.random.default_rng(0), "t", False), rep)
+    engine = LocalEngine(X, np.tile([-1.0, 1.0], (2, 1)))
+    w, _, _, n_hat, sigma = private_centre_covariances(engine, centres, mech, 1.0, 1e-6)
+    low = n_hat < 2 * sigma
+    assert low[4] and not low[:4].any()  # the far corner holds (almost) no records
+    assert w[4] == 0.0
+    np.testing.assert_allclose(w[:4], n_hat[:4] / n_hat[:4].sum())
 
 
 # =========================================================================== bad input
@@ -280,8 +336,7 @@ def test_negative_noisy_count_leaves_a_dead_component(monkeypatch):
         return out
 
     monkeypatch.setattr(mechanisms, "_draw_gaussian", push_first_count_down)
-    m = DPGaussianMixture(4, epsilon=5, delta=1e-6, bounds=(-1, 1), n_iter=3,
-                          random_state=0).fit(X)
+    m = DPGaussianMixture(4, epsilon=5, delta=1e-6, bounds=(-1, 1), n_iter=3, random_state=0).fit(X)
     assert m.noisy_counts_[0] < 0
     assert not m.active_components_[0] and m.weights_[0] == 0
     assert np.isfinite(m.means_).all() and np.isfinite(m.covariances_).all()
@@ -300,9 +355,15 @@ def test_repair_covariances_makes_singular_and_indefinite_matrices_valid():
 
 @pytest.mark.parametrize(
     ("kwargs", "match"),
-    [({"epsilon": 0}, "epsilon"), ({"n_components": 0}, "n_components"),
-     ({"n_iter": 0}, "n_iter"), ({"sensitivity": "x"}, "sensitivity"),
-     ({"delta": 0.0}, "delta"), ({"bounds": None}, "bounds"), ({"reg_covar": -1}, "reg_covar")],
+    [
+        ({"epsilon": 0}, "epsilon"),
+        ({"n_components": 0}, "n_components"),
+        ({"n_iter": 0}, "n_iter"),
+        ({"sensitivity": "x"}, "sensitivity"),
+        ({"delta": 0.0}, "delta"),
+        ({"bounds": None}, "bounds"),
+        ({"reg_covar": -1}, "reg_covar"),
+    ],
 )
 def test_bad_parameters(kwargs, match):
     X, _ = _blobs(10)
@@ -318,11 +379,13 @@ def test_bad_data_and_edge_shapes():
     with pytest.raises(ValueError, match="2-D"):
         m.fit(np.zeros(5))
     one = DPGaussianMixture(3, epsilon=1, delta=1e-6, bounds=(-1, 1), random_state=0).fit(
-        np.array([[0.2]]))  # one point, d = 1: noise only, but valid
+        np.array([[0.2]])
+    )  # one point, d = 1: noise only, but valid
     assert one.means_.shape == (3, 1) and np.isfinite(one.covariances_).all()
     with pytest.warns(UserWarning, match="clipped"):
         DPGaussianMixture(2, epsilon=1, delta=1e-6, bounds=(0, 1), random_state=0).fit(
-            np.array([[5.0, 0.5], [0.2, 0.3]]))
+            np.array([[5.0, 0.5], [0.2, 0.3]])
+        )
 
 
 def test_budget_checked_before_reading_and_clone():
