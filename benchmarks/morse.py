@@ -115,16 +115,20 @@ def one_run(args):
             else:
                 out |= RUNNERS[key](U, y, eps, seed, K, K0)
         except Exception as exc:  # a base model failing must not lose the other cells
-            out["errors"].append(f"{name} eps={eps:g} seed={seed} {key}: "
-                                 f"{type(exc).__name__}: {exc}")
+            out["errors"].append(
+                f"{name} eps={eps:g} seed={seed} {key}: {type(exc).__name__}: {exc}"
+            )
     return name, eps, seed, out
 
 
 def _gmm(U, y, eps, seed, K, K0, with_k=True):
     base = DPGaussianMixture(K0, epsilon=eps, bounds=(-1.0, 1.0), random_state=seed).fit(U)
     mm = MorseMerging(base, K).fit(None)
-    out = {"DPMoG-hard": ari(y, base.labels_), "DPMoG-hard-Morse": ari(y, mm.predict(U)),
-           "t_gmm": mm.morse_time_}
+    out = {
+        "DPMoG-hard": ari(y, base.labels_),
+        "DPMoG-hard-Morse": ari(y, mm.predict(U)),
+        "t_gmm": mm.morse_time_,
+    }
     if with_k:  # the main table (not the K0 sweep): also the base fitted with K components
         k_model = DPGaussianMixture(K, epsilon=eps, bounds=(-1.0, 1.0), random_state=seed)
         out["DPMoG-hard(K)"] = ari(y, k_model.fit(U).labels_)
@@ -134,28 +138,43 @@ def _gmm(U, y, eps, seed, K, K0, with_k=True):
 def _lloyd(U, y, eps, seed, K, K0):
     B = (-1.0, 1.0)
     base = DPLloyd(K0, epsilon=eps, bounds=B, random_state=seed).fit(U)
-    mm = MorseMerging(DPLloyd(K0, bounds=B, random_state=seed), K, epsilon=eps,
-                      covariance_share=SHARE, random_state=seed).fit(U)
+    mm = MorseMerging(
+        DPLloyd(K0, bounds=B, random_state=seed),
+        K,
+        epsilon=eps,
+        covariance_share=SHARE,
+        random_state=seed,
+    ).fit(U)
     k_model = DPLloyd(K, epsilon=eps, bounds=B, random_state=seed).fit(U)
-    return {"DPLloyd": ari(y, base.labels_), "DPLloyd-Morse": ari(y, mm.labels_),
-            "DPLloyd(K)": ari(y, k_model.labels_), "t_lloyd": mm.morse_time_}
+    return {
+        "DPLloyd": ari(y, base.labels_),
+        "DPLloyd-Morse": ari(y, mm.labels_),
+        "DPLloyd(K)": ari(y, k_model.labels_),
+        "t_lloyd": mm.morse_time_,
+    }
 
 
 def _dpm(U, y, eps, seed, K, K0):
     B = (-1.0, 1.0)
     base = DPM(epsilon=eps, bounds=B, random_state=seed).fit(U)
-    mm = MorseMerging(DPM(bounds=B, random_state=seed), K, epsilon=eps,
-                      covariance_share=SHARE, random_state=seed).fit(U)
-    return {"DPM": ari(y, base.labels_), "DPM-Morse": ari(y, mm.labels_),
-            "DPM K0": mm.weights_.size, "t_dpm": mm.morse_time_}
+    mm = MorseMerging(
+        DPM(bounds=B, random_state=seed), K, epsilon=eps, covariance_share=SHARE, random_state=seed
+    ).fit(U)
+    return {
+        "DPM": ari(y, base.labels_),
+        "DPM-Morse": ari(y, mm.labels_),
+        "DPM K0": mm.weights_.size,
+        "t_dpm": mm.morse_time_,
+    }
 
 
 RUNNERS = {"gmm": _gmm, "lloyd": _lloyd, "dpm": _dpm}
 
 
 def _mean_k0(results, name, eps):
-    v = [r["DPM K0"] for (m, e, _), r in results.items() if m == name and e == eps
-         and "DPM K0" in r]
+    v = [
+        r["DPM K0"] for (m, e, _), r in results.items() if m == name and e == eps and "DPM K0" in r
+    ]
     return f"{np.mean(v):.1f}" if v else "-"
 
 
@@ -189,8 +208,9 @@ def timing(reps=3):
             g = find_tevs(F, mu)
             times.append(time.perf_counter() - t)
             tevs.append(len(g["tevs"]))
-        print(f"{K0:>4} {d:>4} {np.median(times):>26.3f} {max(times):>8.3f} "
-              f"{np.median(tevs):>6.0f}")
+        print(
+            f"{K0:>4} {d:>4} {np.median(times):>26.3f} {max(times):>8.3f} {np.median(tevs):>6.0f}"
+        )
 
 
 def main():
@@ -213,20 +233,37 @@ def main():
     epsilons = (10.0, 2.0, 1.0) if a.quick else (10.0, 5.0, 2.0, 1.0, 0.5)
     if DPLloyd is None:
         print("note: privclust.cluster.lloyd.DPLloyd not available: DPLloyd rows skipped")
-    tasks = [(n, e, s, *SETS[n], ("gmm", "lloyd", "dpm")) for n in a.sets for e in epsilons
-             for s in range(runs)]
+    tasks = [
+        (n, e, s, *SETS[n], ("gmm", "lloyd", "dpm"))
+        for n in a.sets
+        for e in epsilons
+        for s in range(runs)
+    ]
     sweep_k0 = (6, 10) if a.quick else (6, 10, 15, 20)
     sweep_sets = [n for n in ("uci_htru2", "uci_magic") if n in a.sets]
-    sweep = [(n, e, s, SETS[n][0], k0, ("gmm_sweep",)) for n in sweep_sets
-             for e in (10.0, 5.0, 2.0, 1.0) for s in range(runs) for k0 in sweep_k0]
+    sweep = [
+        (n, e, s, SETS[n][0], k0, ("gmm_sweep",))
+        for n in sweep_sets
+        for e in (10.0, 5.0, 2.0, 1.0)
+        for s in range(runs)
+        for k0 in sweep_k0
+    ]
     t0 = time.time()
     with ProcessPoolExecutor(a.jobs) as ex:
         res = list(ex.map(one_run, tasks))
         res_sweep = list(ex.map(one_run, sweep))
     results = {(n, e, s): r for n, e, s, r in res}
     errors = [m for _n, _e, _s, r in res + res_sweep for m in r["errors"]]
-    cols = ["DPMoG-hard", "DPMoG-hard-Morse", "DPMoG-hard(K)", "DPLloyd", "DPLloyd-Morse",
-            "DPLloyd(K)", "DPM", "DPM-Morse"]
+    cols = [
+        "DPMoG-hard",
+        "DPMoG-hard-Morse",
+        "DPMoG-hard(K)",
+        "DPLloyd",
+        "DPLloyd-Morse",
+        "DPLloyd(K)",
+        "DPM",
+        "DPM-Morse",
+    ]
     print(f"{runs} runs per cell, seeds 0..{runs - 1}; {time.time() - t0:.0f} s in all")
     if errors:
         print(f"{len(errors)} fit(s) failed and are left out of the means:")
@@ -235,19 +272,23 @@ def main():
     print(table(results, a.sets, epsilons, cols))
     print("\nDPM's number of leaves (K0 of DPM-Morse), mean:")
     for n in a.sets:
-        print(f"  {n}: " + ", ".join(
-            f"eps={e:g}: {_mean_k0(results, n, e)}" for e in epsilons))
+        print(f"  {n}: " + ", ".join(f"eps={e:g}: {_mean_k0(results, n, e)}" for e in epsilons))
     t_all = [r[k] for r in results.values() for k in ("t_gmm", "t_lloyd", "t_dpm") if k in r]
-    print(f"\nMorse step on the benchmark mixtures: median {np.median(t_all):.3f} s, "
-          f"max {np.max(t_all):.3f} s (DPM-Morse K0 can exceed 20)")
+    print(
+        f"\nMorse step on the benchmark mixtures: median {np.median(t_all):.3f} s, "
+        f"max {np.max(t_all):.3f} s (DPM-Morse K0 can exceed 20)"
+    )
     print("\nTable 2: DPMoG-hard-Morse ARI for K0 (mean over runs)")
     for n in sweep_sets:
         print(f"  {n}: " + "  ".join(f"K0={k:>2}" for k in sweep_k0))
         for e in (10.0, 5.0, 2.0, 1.0):
             vals = []
             for k0 in sweep_k0:
-                v = [r["DPMoG-hard-Morse"] for nn, ee, _s, r in res_sweep
-                     if nn == n and ee == e and r["K0"] == k0]
+                v = [
+                    r["DPMoG-hard-Morse"]
+                    for nn, ee, _s, r in res_sweep
+                    if nn == n and ee == e and r["K0"] == k0
+                ]
                 vals.append(f"{np.mean(v):.3f}" if v else "-")
             print(f"    eps={e:>4g}: " + "  ".join(f"{v:>5}" for v in vals))
     timing()

@@ -202,8 +202,9 @@ def _rest_measure(field: MixtureField, X):
     return np.linalg.norm(np.linalg.solve(R, g[:, :, None])[:, :, 0], axis=1)
 
 
-def integrate_to_rest(field: MixtureField, X, tol=1e-3, t_chunk=8.0, max_time=1000.0,
-                      rtol=1e-5, atol=1e-8):
+def integrate_to_rest(
+    field: MixtureField, X, tol=1e-3, t_chunk=8.0, max_time=1000.0, rtol=1e-5, atol=1e-8
+):
     """Integrate (7) with solve_ivp from every row until it is near rest (Alg. 3 l. 19), then
     finish with Newton steps on grad f = 0 (quadratic convergence to the equilibrium the
     trajectory is approaching)."""
@@ -234,8 +235,9 @@ def _newton_distance(field: MixtureField, X):
     return out
 
 
-def flow_to_rest(field: MixtureField, X, tol=1e-4, atol=1e-4, rtol=1e-3, max_steps=1000,
-                 h0=0.25, h_max=1.5):
+def flow_to_rest(
+    field: MixtureField, X, tol=1e-4, atol=1e-4, rtol=1e-3, max_steps=1000, h0=0.25, h_max=1.5
+):
     """Follow (7) from every row to rest, vectorised over rows: an embedded Runge-Kutta 2(3)
     (Bogacki-Shampine) with one adaptive step size per row, rows frozen once at rest.
 
@@ -300,8 +302,9 @@ def _newton(field: MixtureField, X, max_iter=60, tol=1e-11, max_step=0.25):
         try:
             step = np.linalg.solve(H, ga[:, :, None])[:, :, 0]
         except np.linalg.LinAlgError:
-            step = np.array([np.linalg.lstsq(h, gi, rcond=None)[0]
-                             for h, gi in zip(H, ga, strict=True)])
+            step = np.array(
+                [np.linalg.lstsq(h, gi, rcond=None)[0] for h, gi in zip(H, ga, strict=True)]
+            )
         norm = np.linalg.norm(step, axis=1)
         step *= np.minimum(1.0, max_step / np.maximum(norm, 1e-300))[:, None]
         alpha = np.ones(len(active))
@@ -326,8 +329,13 @@ def _newton(field: MixtureField, X, max_iter=60, tol=1e-11, max_step=0.25):
 
 def _polish(field: MixtureField, x0):
     """Alg. 3 l. 13: scipy.optimize.root on grad f = 0 with the analytic Hessian as Jacobian."""
-    sol = root(lambda x: field.grad(x[None])[0], x0, jac=lambda x: field.hess(x[None])[0],
-               method="hybr", options={"xtol": 1e-12})
+    sol = root(
+        lambda x: field.grad(x[None])[0],
+        x0,
+        jac=lambda x: field.hess(x[None])[0],
+        method="hybr",
+        options={"xtol": 1e-12},
+    )
     x = sol.x
     if not np.isfinite(x).all():
         return x0
@@ -396,8 +404,18 @@ def _relax_on_hyperplanes(field: MixtureField, X, tau, t_span):
     return _solve_ivp_stacked(field, X, t_span, rtol=1e-3, atol=1e-6, velocity=vel).reshape(-1, d)
 
 
-def find_tevs(field: MixtureField, centres, *, n_points=20, n_iter=5, perturbation=0.05,
-              string_time=0.25, sevs=None, sev_of_centre=None, tol=1e-6):
+def find_tevs(
+    field: MixtureField,
+    centres,
+    *,
+    n_points=20,
+    n_iter=5,
+    perturbation=0.05,
+    string_time=0.25,
+    sevs=None,
+    sev_of_centre=None,
+    tol=1e-6,
+):
     """Alg. 3 (TEVGraph), vectorised over all pairs of centres.
 
     For every pair ``(k, l)``: the point of largest ``f`` among ``n_points`` on the segment,
@@ -431,8 +449,9 @@ def find_tevs(field: MixtureField, centres, *, n_points=20, n_iter=5, perturbati
     if K < 2:
         return out
     ka, la = np.triu_indices(K, k=1)
-    x, barrier = _string_search(field, centres[ka], centres[la], int(n_points), int(n_iter),
-                                string_time)
+    x, barrier = _string_search(
+        field, centres[ka], centres[la], int(n_points), int(n_iter), string_time
+    )
     out["line_barrier"][ka, la] = out["line_barrier"][la, ka] = barrier
     cand = _index1_roots(field, x, tol)
     ends, sevs = _classify(field, cand, perturbation, sevs)
@@ -443,8 +462,9 @@ def find_tevs(field: MixtureField, centres, *, n_points=20, n_iter=5, perturbati
         sa, sb = np.triu_indices(len(sevs), k=1)
         cross = comp[sa] != comp[sb]
         if cross.any():
-            x2, _ = _string_search(field, sevs[sa[cross]], sevs[sb[cross]], int(n_points),
-                                   int(n_iter), string_time)
+            x2, _ = _string_search(
+                field, sevs[sa[cross]], sevs[sb[cross]], int(n_points), int(n_iter), string_time
+            )
             new = _index1_roots(field, x2, tol)
             if len(cand) and len(new):
                 dist = np.linalg.norm(new[:, None, :] - cand[None], axis=2).min(axis=1)
@@ -496,8 +516,11 @@ def _string_search(field, A, B, m, n_iter, string_time):
     x = _relax_on_hyperplanes(field, x, tau, string_time)
     for _ in range(n_iter):
         bend = 4.0 * (x - A) - 2.0 * u
-        pts = (A[:, None, :] + s[None, :, None] * u[:, None, :]
-               + (s - s * s)[None, :, None] * bend[:, None, :])
+        pts = (
+            A[:, None, :]
+            + s[None, :, None] * u[:, None, :]
+            + (s - s * s)[None, :, None] * bend[:, None, :]
+        )
         fv = field.f(pts.reshape(-1, d)).reshape(P, m)
         best = np.argmax(fv, axis=1)
         x = pts[np.arange(P), best]
@@ -519,9 +542,14 @@ def _index1_roots(field, x, tol):
     if len(x):  # only index-1 roots go on (l. 16); Newton has already converged on them
         n_neg, _ = _index(field, x)
         x = x[n_neg == 1]
-    cand = np.array([_polish(field, xi) for xi in x]).reshape(len(x), d)
-    gnorm = np.linalg.norm(field.grad(cand), axis=1) if len(cand) else np.zeros(0)
     scale = np.linalg.norm(field.precisions, axis=(1, 2)).max()
+    cand = x.reshape(len(x), d).copy()
+    gnorm = np.linalg.norm(field.grad(cand), axis=1) if len(cand) else np.zeros(0)
+    # polish only where the batched Newton has not already met the acceptance test (the
+    # polish never makes a root worse, so this changes no outcome, only the time)
+    for i in np.flatnonzero(gnorm > 1e-8 * max(scale, 1.0)):
+        cand[i] = _polish(field, cand[i])
+        gnorm[i] = np.linalg.norm(field.grad(cand[i][None])[0])
     cand = cand[gnorm <= 1e-8 * max(scale, 1.0)]
     if len(cand):
         reps, _ = _dedupe(cand, tol)
@@ -559,7 +587,12 @@ def _basins(field: MixtureField, points, e, eps, sevs, tol=1e-5):
     sevs = np.asarray(sevs, dtype=float)
     n = len(points)
     which = np.full(2 * n, -1, dtype=np.int64)
-    for i, x in enumerate(ends):
+    if len(sevs):
+        dist = np.linalg.norm(ends[:, None, :] - sevs[None], axis=2)
+        near = dist.min(axis=1) <= tol * 100
+        which[near] = np.argmin(dist[near], axis=1)
+    for i in np.flatnonzero(which < 0):
+        x = ends[i]
         if len(sevs):
             dist = np.linalg.norm(sevs - x, axis=1)
             j = int(np.argmin(dist))
@@ -574,11 +607,26 @@ def _basins(field: MixtureField, points, e, eps, sevs, tol=1e-5):
 
 
 # =========================================================================== Alg. 4
-def merge_clusters(sev_of_leaf, sev_values, tev_edges, tev_values, line_barrier=None):
+def merge_clusters(
+    sev_of_leaf,
+    sev_values,
+    tev_edges,
+    tev_values,
+    line_barrier=None,
+    weights=None,
+    means=None,
+    merge_order="barrier",
+):
     """Alg. 4 (MergeCluster) for the whole hierarchy, as a SciPy linkage matrix over the leaves.
 
     Leaves are the centres. Centres whose flow reaches the same SEV lie in one basin cell and
-    merge first, at height 0. Then the TEV edges in increasing ``f`` (single linkage, Alg. 4
+    merge first, at height 0. The density has no barrier between them, so their order only
+    matters when fewer basins than clusters are wanted; it is then Ward's criterion on the
+    components (``weights`` and ``means`` given): the pair whose merge least increases the
+    weighted within-cluster scatter, ``w_a w_b / (w_a + w_b) |m_a - m_b|^2``, merges first (the
+    k-means objective of the model itself; a light or central component never ends up alone,
+    which a barrier along a straight segment, the order without weights, does to a broad
+    low-weight component). Then the TEV edges in increasing ``f`` (single linkage, Alg. 4
     l. 11): a merge joins the clusters holding the two SEVs. Heights are
     ``f(TEV) - min_j f(SEV_j)`` (NOTES 23: ``f = -ln p`` may be negative, SciPy needs
     non-negative heights; a constant shift keeps the order). If the TEV graph is disconnected,
@@ -616,12 +664,8 @@ def merge_clusters(sev_of_leaf, sev_values, tev_edges, tev_values, line_barrier=
         next_id += 1
         return next_id - 1
 
-    # centres in one basin cell: height 0, in increasing straight-segment barrier (so that a cut
-    # below the number of basins keeps apart the centres with the highest barrier between them)
+    # centres in one basin cell: height 0 (see the docstring for the order)
     lb = np.asarray(line_barrier if line_barrier is not None else np.zeros((n, n)), float)
-    ii, jj = np.triu_indices(n, k=1)
-    same = sev_of_leaf[ii] == sev_of_leaf[jj]
-    ii, jj = ii[same], jj[same]
     lparent = list(range(n))
     cid = list(range(n))
 
@@ -630,23 +674,76 @@ def merge_clusters(sev_of_leaf, sev_values, tev_edges, tev_values, line_barrier=
             a = lparent[a]
         return a
 
-    for t in np.argsort(np.nan_to_num(lb[ii, jj], nan=np.inf), kind="stable"):
-        ra, rb = lroot(int(ii[t])), lroot(int(jj[t]))
-        if ra != rb:
-            lparent[rb] = ra
-            cid[ra] = join(cid[ra], cid[rb], 0.0)
+    if weights is not None and means is not None:
+        w = np.asarray(weights, dtype=float).copy()
+        m = np.atleast_2d(np.asarray(means, dtype=float)).copy()
+        alive = np.ones(n, dtype=bool)
+        inf = np.inf
+        while True:  # n <= a few dozen leaves: O(n^3) in NumPy is negligible
+            same = (sev_of_leaf[:, None] == sev_of_leaf[None, :]) & alive[:, None] & alive[None]
+            np.fill_diagonal(same, False)
+            if not same.any():
+                break
+            d2 = ((m[:, None, :] - m[None, :, :]) ** 2).sum(axis=2)
+            ww = w[:, None] * w[None, :] / np.maximum(w[:, None] + w[None, :], 1e-300)
+            cost = np.where(same, ww * d2, inf)
+            a, b = np.unravel_index(np.argmin(cost), cost.shape)
+            a, b = (int(a), int(b)) if a < b else (int(b), int(a))
+            m[a] = (w[a] * m[a] + w[b] * m[b]) / max(w[a] + w[b], 1e-300)
+            w[a] += w[b]
+            alive[b] = False
+            lparent[b] = a
+            cid[a] = join(cid[a], cid[b], 0.0)
+    else:  # increasing straight-segment barrier
+        ii, jj = np.triu_indices(n, k=1)
+        same = sev_of_leaf[ii] == sev_of_leaf[jj]
+        ii, jj = ii[same], jj[same]
+        for t in np.argsort(np.nan_to_num(lb[ii, jj], nan=np.inf), kind="stable"):
+            ra, rb = lroot(int(ii[t])), lroot(int(jj[t]))
+            if ra != rb:
+                lparent[rb] = ra
+                cid[ra] = join(cid[ra], cid[rb], 0.0)
     for i in range(n):
         comp_cluster[int(sev_of_leaf[i])] = cid[lroot(i)]
-    order = np.argsort(np.asarray(tev_values, dtype=float), kind="stable")
-    for t in order:
-        a, b = (int(v) for v in tev_edges[t])
+    tv = np.asarray(tev_values, dtype=float).reshape(-1)
+    edges = np.asarray(tev_edges, dtype=np.int64).reshape(-1, 2)
+    order = np.argsort(tv, kind="stable")
+    if merge_order == "persistence":
+        # the elder rule of 0-dimensional persistence: sweep the TEVs upwards; where two
+        # components of {f <= f(TEV)} meet, the one with the higher minimum (the younger mode)
+        # dies, with persistence f(TEV) - its minimum; the merges are then replayed in
+        # increasing persistence
+        birth = np.asarray(sev_values, dtype=float).copy()
+        p0 = list(range(n_sev))
+
+        def find0(a):
+            while p0[a] != a:
+                p0[a] = p0[p0[a]]
+                a = p0[a]
+            return a
+
+        events = []
+        for t in order:
+            ra, rb = find0(int(edges[t, 0])), find0(int(edges[t, 1]))
+            if ra == rb:
+                continue
+            young, old = (ra, rb) if birth[ra] >= birth[rb] else (rb, ra)
+            p0[young] = old
+            events.append((float(tv[t] - birth[young]), young, old))
+        seq = [
+            events[i][1:] + (events[i][0],)
+            for i in sorted(range(len(events)), key=lambda i: events[i][0])
+        ]
+    else:
+        seq = [(int(edges[t, 0]), int(edges[t, 1]), float(tv[t]) - f_ref) for t in order]
+    for a, b, h in seq:
         ra, rb = find(a), find(b)
         if ra == rb:
             continue
         parent[rb] = ra
         ca, cb = comp_cluster.pop(ra, None), comp_cluster.pop(rb, None)
         if ca is not None and cb is not None:
-            comp_cluster[ra] = join(ca, cb, float(tev_values[t]) - f_ref)
+            comp_cluster[ra] = join(ca, cb, h)
         elif ca is not None or cb is not None:
             comp_cluster[ra] = ca if ca is not None else cb
     n_fallback = 0
@@ -678,27 +775,111 @@ def merge_clusters(sev_of_leaf, sev_values, tev_edges, tev_values, line_barrier=
     return Z, n_fallback
 
 
-def cut_linkage(Z, n_leaves: int, n_clusters: int) -> np.ndarray:
-    """Labels of the leaves after the first ``n_leaves - n_clusters`` merges (Alg. 4 l. 8),
-    numbered 0.. in order of their smallest leaf."""
-    parent = list(range(n_leaves + len(Z)))
+def cut_linkage(
+    Z, n_leaves: int, n_clusters: int, weights=None, min_cluster_weight: float = 0.0
+) -> np.ndarray:
+    """Labels of the leaves after the merges of ``Z`` that leave ``n_clusters`` clusters
+    (Alg. 4 l. 8), numbered 0.. in order of their smallest leaf.
 
-    def find(a):
-        while parent[a] != a:
-            parent[a] = parent[parent[a]]
-            a = parent[a]
-        return a
+    Without ``weights`` (or with ``min_cluster_weight = 0``) this is the first
+    ``n_leaves - n_clusters`` merges. With them, clusters whose total weight is below
+    ``min_cluster_weight`` are *runts* (Stuetzle 2003's runt pruning, HDBSCAN's minimum cluster
+    size): they may not take one of the ``n_clusters`` places while enough heavier clusters
+    exist. The merges are applied in the order of ``Z`` (Kruskal on the leaves), except that a
+    merge of two non-runts is skipped while there are at most ``n_clusters`` non-runts; it
+    stops at ``n_clusters`` clusters. A runt is thereby joined to the cluster it meets first in
+    the hierarchy (its lowest barrier); if fewer than ``n_clusters`` non-runts can be formed,
+    runts fill the remaining places in the order of ``Z`` (the plain cut's choice).
+    """
+    n_clusters = max(int(n_clusters), 1)
+    if weights is None or not min_cluster_weight > 0:
+        parent = list(range(n_leaves + len(Z)))
 
-    for i in range(max(n_leaves - n_clusters, 0)):
-        a, b = int(Z[i, 0]), int(Z[i, 1])
-        parent[find(a)] = n_leaves + i
-        parent[find(b)] = n_leaves + i
-    roots = [find(i) for i in range(n_leaves)]
+        def find(a):
+            while parent[a] != a:
+                parent[a] = parent[parent[a]]
+                a = parent[a]
+            return a
+
+        for i in range(max(n_leaves - n_clusters, 0)):
+            a, b = int(Z[i, 0]), int(Z[i, 1])
+            parent[find(a)] = n_leaves + i
+            parent[find(b)] = n_leaves + i
+        roots = [find(i) for i in range(n_leaves)]
+    else:
+        w = np.asarray(weights, dtype=float).reshape(n_leaves)
+        rep = list(range(n_leaves))  # one leaf of every node of Z
+        for i in range(len(Z)):
+            rep.append(rep[int(Z[i, 0])])
+        parent = list(range(n_leaves))
+
+        def find(a):
+            while parent[a] != a:
+                parent[a] = parent[parent[a]]
+                a = parent[a]
+            return a
+
+        mass = {i: float(w[i]) for i in range(n_leaves)}
+        thr = float(min_cluster_weight)
+        n_total = n_leaves
+        n_big = sum(m >= thr for m in mass.values())
+        for i in range(len(Z)):
+            if n_total <= n_clusters:
+                break
+            ra, rb = find(rep[int(Z[i, 0])]), find(rep[int(Z[i, 1])])
+            if ra == rb:
+                continue
+            big_a, big_b = mass[ra] >= thr, mass[rb] >= thr
+            if big_a and big_b and n_big <= n_clusters:
+                continue
+            parent[rb] = ra
+            mass[ra] += mass.pop(rb)
+            n_total -= 1
+            n_big += int(mass[ra] >= thr) - int(big_a) - int(big_b)
+        roots = [find(i) for i in range(n_leaves)]
     first: dict[int, int] = {}
     return np.array([first.setdefault(r, len(first)) for r in roots], dtype=np.int64)
 
 
 # =========================================================================== estimator
+def pool_centres(centres, sizes=None, max_components: int = 20):
+    """Ward agglomeration of a centre model's public centres down to ``max_components``
+    (post-processing of released values: the centres and the noisy cluster sizes).
+
+    A centre model may release many more centres than the Morse step needs (DPM finds 60-80
+    leaves on uci_shuttle and uci_magic, most holding a few hundred records), and the TEV search
+    costs about ``K0^3`` field evaluations. While more than ``max_components`` centres remain,
+    the pair whose merge least increases the size-weighted scatter,
+    ``n_a n_b / (n_a + n_b) |c_a - c_b|^2``, is replaced by its size-weighted mean. Sizes are the
+    released noisy sizes clipped at 1 (equal if none are released). Returns the pooled centres
+    and, for every input centre, the index of its pooled centre.
+    """
+    c = np.atleast_2d(np.asarray(centres, dtype=float)).copy()
+    k = c.shape[0]
+    owner = np.arange(k)
+    if k <= max_components:
+        return c, owner
+    n = np.ones(k) if sizes is None else np.maximum(np.asarray(sizes, dtype=float), 1.0).copy()
+    alive = np.ones(k, dtype=bool)
+    d2 = ((c[:, None, :] - c[None, :, :]) ** 2).sum(axis=2)
+    for _ in range(k - max(int(max_components), 1)):
+        idx = np.flatnonzero(alive)
+        nn = n[idx]
+        cost = nn[:, None] * nn[None, :] / (nn[:, None] + nn[None, :]) * d2[np.ix_(idx, idx)]
+        np.fill_diagonal(cost, np.inf)
+        i, j = np.unravel_index(np.argmin(cost), cost.shape)
+        a, b = int(idx[min(i, j)]), int(idx[max(i, j)])
+        c[a] = (n[a] * c[a] + n[b] * c[b]) / (n[a] + n[b])
+        n[a] += n[b]
+        alive[b] = False
+        owner[owner == b] = a
+        d2[a] = d2[:, a] = ((c - c[a]) ** 2).sum(axis=1)
+    keep = np.flatnonzero(alive)
+    remap = np.full(k, -1, dtype=np.int64)
+    remap[keep] = np.arange(keep.size)
+    return c[keep], remap[owner]
+
+
 def _is_fitted(est) -> bool:
     return hasattr(est, "means_") or hasattr(est, "cluster_centers_")
 
@@ -738,7 +919,8 @@ class MorseMerging(ClusterMixin, BaseEstimator):
 
     * a mixture base: the base's own ``(epsilon, delta)``;
     * a centre base: the base's spend plus the covariance pass, ``rho``-zCDP with
-      ``(eps_cov, delta_cov)``: sigma of Alg. 2 l. 4 with tau = 1 (NOTES 21), counts, sums and
+      ``(eps_cov, delta_cov)``: sigma of Alg. 2 l. 4 with tau = 1 (NOTES 21) and the add/remove
+      sensitivity (:func:`~privclust.cluster.mixture.add_remove_r`), counts, sums and
       ``sum u u^T`` per nearest-centre cell (disjoint cells: parallel composition), records
       mapped to ``[-1, 1]^D`` by the public bounds. ``delta_cov`` (``delta=None``) is
       ``1 / n_hat^1.5`` with ``n_hat`` the sum of the base's released noisy cluster sizes (no
@@ -766,18 +948,48 @@ class MorseMerging(ClusterMixin, BaseEstimator):
       near its start), polished by ``scipy.optimize.root``. If the TEV graph is disconnected,
       the string search is run once more between the SEVs of different components (a string
       between two centres can miss a curved valley).
-    * Centres in one basin (fewer basins than ``n_clusters``): the height-0 merges inside a
-      basin are ordered by the straight-segment barrier, and points reaching a basin whose
-      centres ended in different clusters are labelled by their most likely component.
     * Vertices: each centre is flowed to its SEV; centres sharing an SEV merge at height 0.
-    * Heights: ``f(TEV) - min f(SEV)`` (non-negative); a disconnected TEV graph is completed by
+      The density has no barrier between them, so their order (which matters only when fewer
+      basins than ``n_clusters`` exist) is Ward's criterion on the components' weights and
+      means (:func:`merge_clusters`); points reaching a basin whose centres ended in different
+      clusters are labelled by their most likely component.
+    * Heights: ``f(TEV) - min f(SEV)`` (non-negative, Alg. 4's single linkage,
+      ``merge_order='barrier'``, the default); ``merge_order='persistence'`` replays the same
+      TEVs by the persistence of the younger mode (the elder rule of 0-dimensional persistence,
+      as in ToMATo, Chazal et al. 2013). Measured (3 seeds, eps 1-10): neither order wins on
+      every set (persistence +0.04 on usps at eps 10, -0.12 on uci_magic at eps 10), so the
+      paper's order stays the default. A disconnected TEV graph is completed by
       straight-segment barriers (``n_fallback_merges_`` counts them; a warning is issued when
       they are needed to reach ``n_clusters``).
-    * Components with a weight below ``min_weight`` (default 0.03; e.g. a noisy count <= 0, or
-      a cell of a centre model holding a handful of records, whose noisy covariance is mostly
-      noise) are left out of the density: such a component makes a spurious isolated mode that
-      merges last and takes one of the ``n_clusters``. They are not leaves of ``linkage_`` and
-      take the cluster of the basin their mean flows to.
+    * Runts (``min_cluster_weight``, default 0.03): single linkage leaves a light isolated mode
+      (a noisy, broad component far from the data) for last, so it takes one of the
+      ``n_clusters`` places; with K = 2 all the rest is then one cluster (ARI ~0 on uci_magic
+      and uci_htru2 in such runs). The cut (:func:`cut_linkage`) therefore counts only clusters
+      holding at least this share of the mixture's weight while enough of them exist, and joins
+      each lighter one to the cluster it meets first in the hierarchy. ``linkage_`` is
+      unchanged. 0.03 is the share the old ``min_weight`` default was measured at (uci_htru2,
+      eps 1-2: 0.01 kept spurious modes; 0.06 lost a real minority component of DPLloyd).
+    * Noise-level components: a component whose noisy count is below 2 sigma has a covariance
+      that is mostly noise; DPMoG-hard already gives it weight 0 (``min_count``) and so does the
+      covariance pass (:func:`~privclust.cluster.mixture.private_centre_covariances`). Such
+      components, and any below ``min_weight`` (default 0: the rule above scales with the
+      noise, hence with epsilon), are left out of the density; they are not leaves of
+      ``linkage_`` and take the cluster of the basin their mean flows to.
+    * Many centres (``max_components``, default 20, the largest K0 of Table 2): a centre model
+      with more centres (DPM: 60-80 leaves on uci_shuttle, uci_magic) is pooled before the
+      covariance pass by :func:`pool_centres` (Ward on the public centres weighted by the
+      released noisy sizes; post-processing), which bounds the Morse step's time (about
+      ``K0^3`` field evaluations: 45-60 s at K0 ~ 80 against ~1 s at 20). ``pooled_from_`` maps
+      every base centre to its pooled component.
+    * Prediction (``predict_method='base'``, the default): the base model's own assignment (the
+      most likely component for a mixture, the nearest centre for a centre model), then that
+      component's cluster, so that Morse merging is exactly a merge of the base's partition.
+      The paper's inductive rule (Thm 5.3, ``'flow'``: the basin the flow (7) reaches) follows
+      the gradient of the *noisy* density, whose covariances are mostly noise floor at eps <= 2
+      (covariance pass) and blur the basins: measured (3 seeds, eps 1, 2, 10, four sets),
+      ``'flow'`` was below ``'base'`` by 0.04-0.09 ARI for the centre models (e.g. usps
+      DPLloyd-Morse eps 1: 0.575 vs 0.640; uci_htru2 eps 2: 0.548 vs 0.634) and within 0.03 for
+      DPMoG-hard. On well-estimated mixtures the two agree (tests).
 
     Parameters
     ----------
@@ -786,15 +998,19 @@ class MorseMerging(ClusterMixin, BaseEstimator):
     covariance_share : the covariance pass's share of epsilon when the base is fitted here.
     n_points : m, points on a string (paper: 20). n_iter : tau_2, string iterations (paper: 5).
     perturbation : epsilon of Alg. 3 l. 18 (paper: 0.05). string_time : see above.
-    metric : 'mixture' or 'euclidean'. predict_method : 'flow' (Thm 5.3: follow (7) to a basin,
-        vectorised over points), 'nearest' (faster: the nearest centre, Euclidean in the original
-        units, then its component's cluster: the base model's own assignment) or 'likelihood'
-        (the most likely component, then its cluster).
-    covariance_sensitivity : 'paper' (NOTES 21) or 'add_remove' for the covariance pass.
+    metric : 'mixture' or 'euclidean'. predict_method : 'base' (default, see above: 'likelihood'
+        for a mixture base, 'nearest' for a centre model), 'flow' (Thm 5.3: follow (7) to a
+        basin, vectorised over points), 'nearest' (the nearest centre, Euclidean in the
+        original units, then its component's cluster) or 'likelihood' (the most likely
+        component, then its cluster).
+    covariance_sensitivity : 'add_remove' (default; proof in
+        :func:`~privclust.cluster.mixture.add_remove_r`) or 'paper' (NOTES 21) for the pass.
     reg_covar : eigenvalue floor of the covariance pass (unit-box units).
     min_weight : components below this share of the weight are left out of the density
-        (0.03: on uci_htru2 at eps 1-2, 4 seeds, DPMoG-hard-Morse 0.36-0.40 -> 0.48-0.53 ARI
-        against 0.01; 0.06 dropped a real minority component of DPLloyd at eps 10).
+        (default 0: only the noise-level rule above).
+    min_cluster_weight : the runt threshold of the cut (see above; 0 gives Alg. 4's plain cut).
+    merge_order : 'barrier' (Alg. 4, default) or 'persistence' (see above).
+    max_components : centre models with more centres are pooled to this many (see above).
     random_state, accountant : as everywhere in privclust.
 
     Attributes
@@ -806,7 +1022,9 @@ class MorseMerging(ClusterMixin, BaseEstimator):
     component (-1: zero weight). leaves_ : base component index of every linkage leaf.
     linkage_ : SciPy linkage matrix over the leaves. dendrogram_ : ``scipy.cluster.hierarchy.
     dendrogram(linkage_, no_plot=True)``. n_fallback_merges_ : merges not backed by a TEV.
-    morse_time_ : seconds of the Morse step. labels_ : ``predict(X)`` when fit got X
+    morse_time_ : seconds of the Morse step. base_assignment_ : 'likelihood' or 'nearest', the
+    base's own rule (``predict_method='base'``). pooled_from_ : (centre models) pooled component
+    of every base centre. labels_ : ``predict(X)`` when fit got X
     (post-processing). privacy_report_ : the base's releases plus the covariance pass.
     """
 
@@ -823,10 +1041,13 @@ class MorseMerging(ClusterMixin, BaseEstimator):
         perturbation=0.05,
         string_time=0.25,
         metric="mixture",
-        predict_method="flow",
-        covariance_sensitivity="paper",
+        predict_method="base",
+        covariance_sensitivity="add_remove",
         reg_covar=1e-4,
-        min_weight=0.03,
+        min_weight=0.0,
+        min_cluster_weight=0.03,
+        merge_order="barrier",
+        max_components=20,
         random_state=None,
         accountant=None,
     ):
@@ -844,6 +1065,9 @@ class MorseMerging(ClusterMixin, BaseEstimator):
         self.covariance_sensitivity = covariance_sensitivity
         self.reg_covar = reg_covar
         self.min_weight = min_weight
+        self.min_cluster_weight = min_cluster_weight
+        self.merge_order = merge_order
+        self.max_components = max_components
         self.random_state = random_state
         self.accountant = accountant
 
@@ -852,19 +1076,24 @@ class MorseMerging(ClusterMixin, BaseEstimator):
         k = self.n_clusters
         if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
             raise ValueError(f"n_clusters must be an int >= 1, got {k!r}")
-        for name in ("n_points", "n_iter"):
+        for name in ("n_points", "n_iter", "max_components"):
             v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < (
-                1 if name == "n_points" else 0
+            if (
+                isinstance(v, bool)
+                or not isinstance(v, numbers.Integral)
+                or v < (0 if name == "n_iter" else 1)
             ):
-                raise ValueError(f"{name} must be a non-negative int (n_points >= 1), got {v!r}")
+                raise ValueError(
+                    f"{name} must be a non-negative int (n_points, max_components >= 1), got {v!r}"
+                )
         for name in ("perturbation", "reg_covar"):
             v = getattr(self, name)
             if not isinstance(v, numbers.Real) or not v > 0 or not math.isfinite(v):
                 raise ValueError(f"{name} must be a positive number, got {v!r}")
-        mw = self.min_weight
-        if not isinstance(mw, numbers.Real) or not 0 <= mw < 1:
-            raise ValueError(f"min_weight must be in [0, 1), got {mw!r}")
+        for name in ("min_weight", "min_cluster_weight"):
+            mw = getattr(self, name)
+            if isinstance(mw, bool) or not isinstance(mw, numbers.Real) or not 0 <= mw < 1:
+                raise ValueError(f"{name} must be in [0, 1), got {mw!r}")
         st = self.string_time
         if not isinstance(st, numbers.Real) or not st >= 0 or not math.isfinite(st):
             raise ValueError(f"string_time must be a number >= 0, got {st!r}")
@@ -873,9 +1102,13 @@ class MorseMerging(ClusterMixin, BaseEstimator):
             raise ValueError(f"covariance_share must be in (0, 1), got {share!r}")
         if self.metric not in ("mixture", "euclidean"):
             raise ValueError(f"metric must be 'mixture' or 'euclidean', got {self.metric!r}")
-        if self.predict_method not in ("flow", "nearest", "likelihood"):
+        if self.merge_order not in ("barrier", "persistence"):
             raise ValueError(
-                "predict_method must be 'flow', 'nearest' or 'likelihood', got "
+                f"merge_order must be 'barrier' or 'persistence', got {self.merge_order!r}"
+            )
+        if self.predict_method not in ("base", "flow", "nearest", "likelihood"):
+            raise ValueError(
+                "predict_method must be 'base', 'flow', 'nearest' or 'likelihood', got "
                 f"{self.predict_method!r}"
             )
         if self.epsilon is not None:
@@ -947,10 +1180,18 @@ class MorseMerging(ClusterMixin, BaseEstimator):
             if bounds is None:
                 raise ValueError("the covariance pass needs the base model's public bounds")
             X = check_data(X)
-            weights, means, covs, cov_report = self._covariance_pass(X, base, means, bounds,
-                                                                     cov_eps, source)
+            means, self.pooled_from_ = pool_centres(
+                (means - _unit_map(bounds)[0]) / _unit_map(bounds)[1],
+                getattr(base, "cluster_sizes_", None),
+                int(self.max_components),
+            )
+            means = _unit_map(bounds)[0] + _unit_map(bounds)[1] * means
+            weights, means, covs, cov_report = self._covariance_pass(
+                X, base, means, bounds, cov_eps, source
+            )
         self.privacy_report_ = self._combined_report(base, base_report, cov_report, source)
         self.weights_, self.means_, self.covariances_ = weights, means, covs
+        self.base_assignment_ = "likelihood" if mixture else "nearest"
         self.bounds_ = bounds
         self.n_features_in_ = d
         self._morse(k)
@@ -966,7 +1207,8 @@ class MorseMerging(ClusterMixin, BaseEstimator):
             accountant.check(plan, "MorseMerging covariance pass")
         engine = _unit_engine(X, bounds)
         report = PrivacyReport(
-            estimator="MorseMerging covariance pass", planned=plan,
+            estimator="MorseMerging covariance pass",
+            planned=plan,
             random_source=source.description,
         )
         mech = Mechanisms(source, report)
@@ -978,14 +1220,20 @@ class MorseMerging(ClusterMixin, BaseEstimator):
                 how = "the sum of the base's released noisy cluster sizes"
             else:
                 eps_n = N_HAT_SHARE * eps_cov
-                n_hat = float(mech.count([engine.count(engine.root())[0]], eps_n,
-                                         target="record count (chooses delta)")[0])
+                n_hat = float(
+                    mech.count(
+                        [engine.count(engine.root())[0]],
+                        eps_n,
+                        target="record count (chooses delta)",
+                    )[0]
+                )
                 eps_z -= eps_n
                 how = f"a noisy count ({N_HAT_SHARE:g} of the pass's epsilon)"
             n_ref = max(n_hat, 2.0)
             delta = 1.0 / (n_ref * math.sqrt(n_ref))
-            report.notes.append(f"covariance pass: delta = 1/n_hat^1.5 = {delta:.3g}, n_hat "
-                                f"from {how}")
+            report.notes.append(
+                f"covariance pass: delta = 1/n_hat^1.5 = {delta:.3g}, n_hat from {how}"
+            )
             plan = Budget(eps_cov, delta)
             report.planned = plan
         if accountant is not None:
@@ -994,7 +1242,12 @@ class MorseMerging(ClusterMixin, BaseEstimator):
         mid, half = _unit_map(bounds)
         centres_u = (centres - mid) / half
         w, mu_u, cov_u, n_hat_k, sigma = private_centre_covariances(
-            engine, centres_u, mech, eps_z, delta, sensitivity=self.covariance_sensitivity,
+            engine,
+            centres_u,
+            mech,
+            eps_z,
+            delta,
+            sensitivity=self.covariance_sensitivity,
             reg_covar=float(self.reg_covar),
         )
         report.notes.append(f"covariance pass: sigma = {sigma:.6g} (Alg. 2 l. 4, tau = 1)")
@@ -1011,7 +1264,8 @@ class MorseMerging(ClusterMixin, BaseEstimator):
         for r in parts:
             planned = planned + r.planned
         report = PrivacyReport(
-            estimator=f"MorseMerging({type(base).__name__})", planned=planned,
+            estimator=f"MorseMerging({type(base).__name__})",
+            planned=planned,
             random_source=base_report.random_source if base_report else source.description,
         )
         zdeltas = {r.zcdp_delta for r in parts if any(x.rho > 0 for x in r.releases)}
@@ -1019,10 +1273,15 @@ class MorseMerging(ClusterMixin, BaseEstimator):
             convert = len(zdeltas) > 1 and r is cov_report
             if convert:  # two zCDP parts with different deltas: convert this one alone
                 rho = sum(x.rho for x in r.releases)
-                report.add(Release(
-                    "gaussian (zCDP, converted)", "covariance pass",
-                    epsilon=zcdp_to_approx_dp(rho, r.zcdp_delta), delta=r.zcdp_delta,
-                    note=f"rho = {rho:.6g} converted at delta = {r.zcdp_delta:.3g}"))
+                report.add(
+                    Release(
+                        "gaussian (zCDP, converted)",
+                        "covariance pass",
+                        epsilon=zcdp_to_approx_dp(rho, r.zcdp_delta),
+                        delta=r.zcdp_delta,
+                        note=f"rho = {rho:.6g} converted at delta = {r.zcdp_delta:.3g}",
+                    )
+                )
             else:
                 for x in r.releases:
                     report.add(x)
@@ -1030,8 +1289,9 @@ class MorseMerging(ClusterMixin, BaseEstimator):
                     report.zcdp_delta = r.zcdp_delta
             report.notes += [f"{r.estimator}: {n}" for n in r.notes]
         if base_report is None:
-            report.notes.append("the base model has no privacy report; only the covariance "
-                                "pass is listed")
+            report.notes.append(
+                "the base model has no privacy report; only the covariance pass is listed"
+            )
         report.notes.append(
             "Morse merging (TEV graph, MergeCluster, hierarchy, predict) reads no data: "
             "post-processing of the released mixture, no privacy cost beyond the releases above "
@@ -1083,12 +1343,26 @@ class MorseMerging(ClusterMixin, BaseEstimator):
         self._field = field
         live = field.components
         centres_u = self._to_unit(self.means_)[live]
-        graph = find_tevs(field, centres_u, n_points=self.n_points, n_iter=self.n_iter,
-                          perturbation=self.perturbation, string_time=self.string_time)
+        graph = find_tevs(
+            field,
+            centres_u,
+            n_points=self.n_points,
+            n_iter=self.n_iter,
+            perturbation=self.perturbation,
+            string_time=self.string_time,
+        )
         sevs = graph["sevs"]
         sev_values = field.f(sevs)
-        Z, n_fallback = merge_clusters(graph["sev_of_centre"], sev_values, graph["tev_edges"],
-                                       graph["tev_values"], graph["line_barrier"])
+        Z, n_fallback = merge_clusters(
+            graph["sev_of_centre"],
+            sev_values,
+            graph["tev_edges"],
+            graph["tev_values"],
+            graph["line_barrier"],
+            weights=field.weights,
+            means=centres_u,
+            merge_order=self.merge_order,
+        )
         n_leaves = live.size
         n_clusters = min(k, n_leaves)
         if k > n_leaves:
@@ -1098,7 +1372,9 @@ class MorseMerging(ClusterMixin, BaseEstimator):
                 UserWarning,
                 stacklevel=3,
             )
-        leaf_labels = cut_linkage(Z, n_leaves, n_clusters)
+        leaf_labels = cut_linkage(
+            Z, n_leaves, n_clusters, field.weights, float(self.min_cluster_weight)
+        )
         used = Z[: max(n_leaves - n_clusters, 0)]
         n_tev_merges = n_leaves - n_fallback - 1
         if n_leaves - n_clusters > n_tev_merges:
@@ -1159,7 +1435,7 @@ class MorseMerging(ClusterMixin, BaseEstimator):
         out = np.empty(U.shape[0], dtype=np.int64)
         with threadpool_limits(limits=1, user_api="blas"):
             for start in range(0, U.shape[0], chunk):
-                part = U[start:start + chunk]
+                part = U[start : start + chunk]
                 ends, _ = flow_to_rest(field, part)
                 dist = ((ends[:, None, :] - self._sevs_u[None]) ** 2).sum(axis=2)
                 lab = self._sev_cluster[np.argmin(dist, axis=1)]
@@ -1167,7 +1443,7 @@ class MorseMerging(ClusterMixin, BaseEstimator):
                 if mixed.any():
                     lt = field.log_terms(part[mixed])
                     lab[mixed] = self.component_labels_[field.components[np.argmax(lt, axis=1)]]
-                out[start:start + chunk] = lab
+                out[start : start + chunk] = lab
         return out
 
     def predict(self, X):
@@ -1179,9 +1455,12 @@ class MorseMerging(ClusterMixin, BaseEstimator):
             raise ValueError(
                 f"X has {arr.shape[1]} features; the model was fitted on {self.n_features_in_}"
             )
-        if self.predict_method == "nearest":
+        how = self.predict_method
+        if how == "base":
+            how = getattr(self, "base_assignment_", "likelihood")
+        if how == "nearest":
             return self.component_labels_[nearest_centre(arr, self.means_)]
-        if self.predict_method == "likelihood":
+        if how == "likelihood":
             lt = self._field.log_terms(self._to_unit(arr))
             return self.component_labels_[self._field.components[np.argmax(lt, axis=1)]]
         if not hasattr(self, "_field"):
@@ -1222,6 +1501,7 @@ class MorseMerging(ClusterMixin, BaseEstimator):
             "leaves": np.asarray(self.leaves_).tolist(),
             "n_fallback_merges": int(self.n_fallback_merges_),
             "n_features_in": int(self.n_features_in_),
+            "base_assignment": self.base_assignment_,
         }
 
     def from_dict(self, m: dict):
@@ -1234,6 +1514,11 @@ class MorseMerging(ClusterMixin, BaseEstimator):
         self.covariances_ = np.asarray(m["covariances"], dtype=float).reshape(K0, d, d)
         self.bounds_ = None if m["bounds"] is None else check_bounds(m["bounds"], d)
         self.n_features_in_ = d
+        self.base_assignment_ = str(m.get("base_assignment", "likelihood"))
+        if self.base_assignment_ not in ("likelihood", "nearest"):
+            raise ValueError(
+                f"base_assignment must be 'likelihood' or 'nearest', got {self.base_assignment_!r}"
+            )
         self.n_clusters_ = int(m["n_clusters"])
         self.component_labels_ = np.asarray(m["component_labels"], dtype=np.int64).reshape(K0)
         self.sevs_ = np.asarray(m["sevs"], dtype=float).reshape(-1, d)
@@ -1256,8 +1541,14 @@ class MorseMerging(ClusterMixin, BaseEstimator):
 
 def _dendrogram(Z, n_leaves):
     if n_leaves < 2:
-        return {"icoord": [], "dcoord": [], "ivl": ["0"] if n_leaves else [],
-                "leaves": list(range(n_leaves)), "color_list": [], "leaves_color_list": []}
+        return {
+            "icoord": [],
+            "dcoord": [],
+            "ivl": ["0"] if n_leaves else [],
+            "leaves": list(range(n_leaves)),
+            "color_list": [],
+            "leaves_color_list": [],
+        }
     return hierarchy.dendrogram(Z, no_plot=True)
 
 
@@ -1266,9 +1557,7 @@ def _pyplot():
     try:
         import matplotlib.pyplot as plt
     except ImportError:  # pragma: no cover - matplotlib is an optional extra
-        raise ImportError(
-            "plotting needs matplotlib: pip install 'privclust[plot]'"
-        ) from None
+        raise ImportError("plotting needs matplotlib: pip install 'privclust[plot]'") from None
     return plt
 
 
@@ -1288,8 +1577,13 @@ def plot_dendrogram(model: MorseMerging, ax=None, **kwargs):
         if model.n_clusters_ > 1 and model.n_clusters_ <= len(Z):
             cut = Z[len(Z) - model.n_clusters_ + 1, 2]
             below = Z[len(Z) - model.n_clusters_, 2]
-            ax.axhline(0.5 * (cut + below), color="grey", ls="--", lw=1,
-                       label=f"{model.n_clusters_} clusters")
+            ax.axhline(
+                0.5 * (cut + below),
+                color="grey",
+                ls="--",
+                lw=1,
+                label=f"{model.n_clusters_} clusters",
+            )
             ax.legend(loc="upper right")
     ax.set_xlabel("component")
     ax.set_ylabel("f(TEV) - min f(SEV)   (f = -ln p)")
@@ -1297,15 +1591,17 @@ def plot_dendrogram(model: MorseMerging, ax=None, **kwargs):
     return ax
 
 
-def plot_morse_density(model: MorseMerging, X=None, ax=None, grid: int = 150,
-                       levels: int = 15, max_points: int = 5000):
+def plot_morse_density(
+    model: MorseMerging, X=None, ax=None, grid: int = 150, levels: int = 15, max_points: int = 5000
+):
     """2-D data only: contours of ``-ln p``, the merged clusters (regions shaded by the cluster
     of the most likely component, a fast approximation of the basins; X, if given, coloured by
     ``predict``), the centres and the TEVs; returns the axes."""
     model._check_fitted()
     if model.n_features_in_ != 2:
-        raise ValueError(f"plot_morse_density needs 2-D data, the model has "
-                         f"{model.n_features_in_} features")
+        raise ValueError(
+            f"plot_morse_density needs 2-D data, the model has {model.n_features_in_} features"
+        )
     plt = _pyplot()
     if ax is None:
         _, ax = plt.subplots(figsize=(6, 5))
@@ -1318,21 +1614,47 @@ def plot_morse_density(model: MorseMerging, X=None, ax=None, grid: int = 150,
     gx, gy = np.meshgrid(np.linspace(lo[0], hi[0], grid), np.linspace(lo[1], hi[1], grid))
     G = np.column_stack([gx.ravel(), gy.ravel()])
     f = model._field.f(model._to_unit(G)).reshape(gx.shape)
-    lab = model.component_labels_[model._field.components[
-        np.argmax(model._field.log_terms(model._to_unit(G)), axis=1)]].reshape(gx.shape)
+    lab = model.component_labels_[
+        model._field.components[np.argmax(model._field.log_terms(model._to_unit(G)), axis=1)]
+    ].reshape(gx.shape)
     cmap = plt.get_cmap("tab10")
-    ax.contourf(gx, gy, lab, levels=np.arange(model.n_clusters_ + 1) - 0.5,
-                colors=[cmap(i % 10) for i in range(model.n_clusters_)], alpha=0.15)
-    ax.contour(gx, gy, f, levels=np.quantile(f, np.linspace(0.02, 0.6, levels)),
-               colors="k", linewidths=0.5, alpha=0.6)
+    ax.contourf(
+        gx,
+        gy,
+        lab,
+        levels=np.arange(model.n_clusters_ + 1) - 0.5,
+        colors=[cmap(i % 10) for i in range(model.n_clusters_)],
+        alpha=0.15,
+    )
+    ax.contour(
+        gx,
+        gy,
+        f,
+        levels=np.quantile(f, np.linspace(0.02, 0.6, levels)),
+        colors="k",
+        linewidths=0.5,
+        alpha=0.6,
+    )
     if X is not None:
         arr = check_data(X)[:max_points]
-        ax.scatter(arr[:, 0], arr[:, 1], c=[cmap(i % 10) for i in model.predict(arr)], s=4,
-                   alpha=0.5, linewidths=0)
+        ax.scatter(
+            arr[:, 0],
+            arr[:, 1],
+            c=[cmap(i % 10) for i in model.predict(arr)],
+            s=4,
+            alpha=0.5,
+            linewidths=0,
+        )
     ax.scatter(model.means_[:, 0], model.means_[:, 1], c="k", s=40, marker="o", label="centres")
     if len(model.tevs_):
-        ax.scatter(model.tevs_[:, 0], model.tevs_[:, 1], c="r", s=60, marker="x",
-                   label="transition points (TEVs)")
+        ax.scatter(
+            model.tevs_[:, 0],
+            model.tevs_[:, 1],
+            c="r",
+            s=60,
+            marker="x",
+            label="transition points (TEVs)",
+        )
     ax.set_xlim(lo[0], hi[0])
     ax.set_ylim(lo[1], hi[1])
     ax.legend(loc="best", fontsize=8)
