@@ -193,7 +193,7 @@ def table(results, sets, epsilons, cols):
     return "\n".join(lines)
 
 
-def timing(reps=3):
+def timing(reps=10):
     rng = np.random.default_rng(0)
     print("\nMorse step (TEV graph + merging) on random mixtures in the unit box, one thread:")
     print(f"{'K0':>4} {'d':>4} {'seconds (median of runs)':>26} {'max':>8} {'TEVs':>6}")
