@@ -3,6 +3,7 @@
     python benchmarks/morse.py            # 5 runs, eps in {10, 5, 2, 1, 0.5}, the K0 sweep
     python benchmarks/morse.py --quick    # 2 runs, eps in {10, 2, 1}, smaller sweep
     python benchmarks/morse.py --timing   # only the Morse-step timing (K0 <= 20, d <= 16)
+    python benchmarks/morse.py --runs 3 --sets uci_htru2 --predict flow
 
 ARI (``privclust.metrics.ari``) of every base model with ``n_clusters = K0`` components against
 the same base followed by MorseMerging to ``K`` clusters, at the same total epsilon:
@@ -10,14 +11,18 @@ the same base followed by MorseMerging to ``K`` clusters, at the same total epsi
 * DPMoG-hard (DPGaussianMixture, tau1 = 10) vs DPMoG-hard-Morse (tau2 = 5, m = 20; pure
   post-processing, same budget). eps = 0.5 is run although the paper excludes it (NOTES 22).
 * DPLloyd with K0 centres vs DPLloyd-Morse: the Morse pipeline gives DPLloyd
-  ``(1 - 0.3) eps`` and the private covariance pass ``0.3 eps`` (Sec. 5.1.2), so both columns
+  ``(1 - 0.15) eps`` and the private covariance pass ``0.15 eps`` (Sec. 5.1.2), so both columns
   spend eps. DPLloyd is pure eps-DP; the pass adds delta = 1 / n_hat^1.5 (n_hat: the sum of
   DPLloyd's released noisy sizes).
 * Columns ``(K)``: the same base fitted directly with K components / centres at eps (what one
   would get without the Morse step).
-* DPM (finds its own number of leaves) vs DPM-Morse (the same split: DPM at 0.7 eps, the
-  pass at 0.3 eps; each picks delta = 1 / n_hat^1.5, so DPM-Morse's delta is twice DPM's).
-  The base's ARI is that of its own leaves.
+* DPM (finds its own number of leaves) vs DPM-Morse (the same split: DPM at 0.85 eps, the
+  pass at 0.15 eps; each picks delta = 1 / n_hat^1.5, so DPM-Morse's delta is twice DPM's).
+  The base's ARI is that of its own leaves. More than 20 leaves are pooled to 20
+  (``MorseMerging.max_components``) before the pass.
+* MorseMerging runs with its defaults: add/remove sensitivity, prediction by the base's own
+  assignment mapped to clusters (``--predict flow``: the paper's Thm 5.3 flow instead), runts
+  below 3% of the weight not counted among the K clusters.
 
 Data: every feature mapped to [-1, 1] by the sidecar's **public** bounds (the paper rescales to
 [-1, 1]); all models then run with bounds (-1, 1). ``usps`` is reduced from 256 to 3 features by
@@ -61,10 +66,11 @@ SETS = {  # name: (K, K0) as in the paper's Table 1
     "uci_magic": (2, 6),
     "usps": (10, 13),
 }
-SHARE = 0.3  # covariance pass's share of epsilon for centre models
+SHARE = 0.15  # covariance pass's share of epsilon for centre models (the default)
 
 
 USPS_REDUCTION = os.environ.get("PRIVCLUST_USPS_REDUCTION", "tsne")
+PREDICT = os.environ.get("PRIVCLUST_MORSE_PREDICT", "base")
 
 
 def _usps_3d(X, how):
@@ -123,7 +129,7 @@ def one_run(args):
 
 def _gmm(U, y, eps, seed, K, K0, with_k=True):
     base = DPGaussianMixture(K0, epsilon=eps, bounds=(-1.0, 1.0), random_state=seed).fit(U)
-    mm = MorseMerging(base, K).fit(None)
+    mm = MorseMerging(base, K, predict_method=PREDICT).fit(None)
     out = {
         "DPMoG-hard": ari(y, base.labels_),
         "DPMoG-hard-Morse": ari(y, mm.predict(U)),
@@ -143,6 +149,7 @@ def _lloyd(U, y, eps, seed, K, K0):
         K,
         epsilon=eps,
         covariance_share=SHARE,
+        predict_method=PREDICT,
         random_state=seed,
     ).fit(U)
     k_model = DPLloyd(K, epsilon=eps, bounds=B, random_state=seed).fit(U)
@@ -158,7 +165,12 @@ def _dpm(U, y, eps, seed, K, K0):
     B = (-1.0, 1.0)
     base = DPM(epsilon=eps, bounds=B, random_state=seed).fit(U)
     mm = MorseMerging(
-        DPM(bounds=B, random_state=seed), K, epsilon=eps, covariance_share=SHARE, random_state=seed
+        DPM(bounds=B, random_state=seed),
+        K,
+        epsilon=eps,
+        covariance_share=SHARE,
+        predict_method=PREDICT,
+        random_state=seed,
     ).fit(U)
     return {
         "DPM": ari(y, base.labels_),
@@ -220,7 +232,12 @@ def main():
     ap.add_argument("--sets", nargs="*", default=list(SETS))
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--usps-reduction", choices=("tsne", "pca"), default="tsne")
+    ap.add_argument("--runs", type=int, default=None, help="runs per cell (default 5, quick 2)")
+    ap.add_argument("--predict", choices=("base", "flow"), default="base")
     a = ap.parse_args()
+    os.environ["PRIVCLUST_MORSE_PREDICT"] = a.predict
+    global PREDICT
+    PREDICT = a.predict
     global USPS_REDUCTION
     USPS_REDUCTION = a.usps_reduction
     os.environ["PRIVCLUST_USPS_REDUCTION"] = a.usps_reduction
@@ -229,7 +246,7 @@ def main():
     if a.timing:
         timing()
         return
-    runs = 2 if a.quick else 5
+    runs = a.runs or (2 if a.quick else 5)
     epsilons = (10.0, 2.0, 1.0) if a.quick else (10.0, 5.0, 2.0, 1.0, 0.5)
     if DPLloyd is None:
         print("note: privclust.cluster.lloyd.DPLloyd not available: DPLloyd rows skipped")
