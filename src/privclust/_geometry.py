@@ -1,19 +1,16 @@
-"""Nearest-centre assignment: one implementation for prediction, evaluation and the engine.
+"""Nearest-centre assignment and per-group sums: one implementation for prediction, evaluation
+and the engine.
 
 Imports nothing from privclust, so every layer may use it.
 """
 
 from __future__ import annotations
 
-import os
-from concurrent.futures import ThreadPoolExecutor
-
 import numpy as np
 
-__all__ = ["nearest_centres"]
+__all__ = ["group_column_sums", "nearest_centres"]
 
-_BLOCK_ELEMENTS = 1 << 18  # (rows, centres) distances per block: small, cache-friendly
-_MAX_WORKERS = 4
+_BLOCK_ELEMENTS = 1 << 16  # (rows, centres) distances per block: fits in cache
 _controller = None
 
 
@@ -22,8 +19,9 @@ def _single_threaded_blas():
 
     The distance blocks are skinny products (rows x d times d x k) for which a threaded BLAS
     gains little and, on a machine with other work, loses a lot to oversubscription (measured:
-    6x slower on 2 busy cores); scikit-learn's k-means makes the same choice. Parallelism comes
-    from processing blocks in threads instead (NumPy releases the GIL in ``@`` and ``argmin``).
+    6x slower on 2 busy cores); scikit-learn's k-means makes the same choice. Processing the
+    blocks in a thread pool instead was measured slower still (the blocks are too small to
+    amortise the hand-offs), so they run one after the other.
     """
     global _controller
     if _controller is None:
@@ -36,11 +34,10 @@ def _single_threaded_blas():
 def nearest_centres(X, centres, *, return_sq_distance: bool = False, chunk_rows=None):
     """Index of the nearest centre (Euclidean; ties to the lower index) for every row of X.
 
-    Rows are processed in blocks so memory stays ``O(block * k)`` per worker thread; within a
-    block the squared distances come from ``|c|^2 - 2 x.c`` (``|x|^2`` does not change the
-    argmin), with both sides shifted by the centres' mean to limit cancellation far from the
-    origin. With ``return_sq_distance`` the squared distance to the chosen centre is recomputed
-    exactly.
+    Rows are processed in blocks so memory stays ``O(block * k)``; within a block the squared
+    distances come from ``|c|^2 - 2 x.c`` (``|x|^2`` does not change the argmin), with both
+    sides shifted by the centres' mean to limit cancellation far from the origin. With
+    ``return_sq_distance`` the squared distance to the chosen centre is recomputed exactly.
     """
     C = np.asarray(centres, dtype=float)
     n, k = X.shape[0], C.shape[0]
@@ -52,24 +49,29 @@ def nearest_centres(X, centres, *, return_sq_distance: bool = False, chunk_rows=
     idx = np.empty(n, dtype=np.int64)
     dist = np.empty(n) if return_sq_distance else None
 
-    def block(start: int) -> None:
-        stop = min(start + rows, n)
-        Xs = np.asarray(X[start:stop], dtype=float) - shift
-        scores = Xs @ minus_2c
-        scores += c_sq
-        j = np.argmin(scores, axis=1)
-        idx[start:stop] = j
-        if return_sq_distance:
-            diff = Xs - Cs[j]
-            dist[start:stop] = np.einsum("ij,ij->i", diff, diff)
-
-    starts = range(0, n, rows)
-    workers = min(_MAX_WORKERS, os.cpu_count() or 1, len(starts))
     with _single_threaded_blas():
-        if workers <= 1:
-            for start in starts:
-                block(start)
-        else:
-            with ThreadPoolExecutor(workers) as pool:
-                list(pool.map(block, starts))  # list(): re-raises a worker's exception
+        for start in range(0, n, rows):
+            stop = min(start + rows, n)
+            Xs = np.asarray(X[start:stop], dtype=float) - shift
+            scores = Xs @ minus_2c
+            scores += c_sq
+            j = np.argmin(scores, axis=1)
+            idx[start:stop] = j
+            if return_sq_distance:
+                diff = Xs - Cs[j]
+                dist[start:stop] = np.einsum("ij,ij->i", diff, diff)
     return (idx, dist) if return_sq_distance else idx
+
+
+def group_column_sums(group: np.ndarray, x: np.ndarray, n_groups: int) -> np.ndarray:
+    """Per group, the column sums of ``x`` (n, d): (n_groups, d); ``group`` (n,) in
+    ``[0, n_groups)``.
+
+    One ``bincount`` over the combined key ``group * d + column`` (twice as fast as one per
+    column). It visits the values in row order, as a per-column ``bincount`` would, so every
+    group's sum is accumulated in the same fixed order.
+    """
+    d = x.shape[1]
+    key = (np.asarray(group, dtype=np.int64)[:, None] * d + np.arange(d)).ravel()
+    return np.bincount(key, weights=np.asarray(x, dtype=float).ravel(),
+                       minlength=n_groups * d).reshape(n_groups, d)

@@ -78,6 +78,7 @@ import numbers
 
 import numpy as np
 
+from .._geometry import group_column_sums
 from ..privacy import Budget, Mechanisms, public_unit_directions, resolve_random_state
 from ._base import (
     PrivateClusterMixin,
@@ -195,8 +196,7 @@ def _batched_lloyd(points, zone, n_zones: int, k: int, generator, n_iter: int = 
         labels = new
         key = zone * k + labels
         counts = np.bincount(key, minlength=n_zones * k).reshape(n_zones, k)
-        sums = np.stack([np.bincount(key, weights=points[:, j], minlength=n_zones * k)
-                         for j in range(d)], axis=1).reshape(n_zones, k, d)
+        sums = group_column_sums(key, points, n_zones * k).reshape(n_zones, k, d)
         filled = counts > 0
         centres[filled] = sums[filled] / counts[filled][:, None]
     return labels, kk

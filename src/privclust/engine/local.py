@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._geometry import nearest_centres
+from .._geometry import group_column_sums, nearest_centres
 from .base import Engine, Grouping
 
 __all__ = ["LocalEngine", "LocalGrouping"]
@@ -157,9 +157,7 @@ class LocalEngine(Engine):
                 continue
             gk = gs[keep]
             diff = self.X[sl][keep].astype(float) - centres[gk]
-            # one bincount per dimension: a fixed summation order per group
-            for j in range(d):
-                out[:, j] += np.bincount(gk, weights=diff[:, j], minlength=n_groups)
+            out += group_column_sums(gk, diff, n_groups)  # a fixed summation order per group
         return out
 
     def group_neighbour_gaps(self, grouping):
@@ -239,8 +237,7 @@ class LocalEngine(Engine):
             x = self.X[sl].astype(float, copy=False)
             lab = labels[sl]
             counts += np.bincount(lab, minlength=k)
-            for j in range(d):
-                sums[:, j] += np.bincount(lab, weights=x[:, j], minlength=k)
+            sums += group_column_sums(lab, x, k)
             if second_moments:
                 order = np.argsort(lab, kind="stable")
                 bounds_ = np.searchsorted(lab[order], np.arange(k + 1))
@@ -303,9 +300,8 @@ class LocalEngine(Engine):
             x = self.X[sl].astype(float, copy=False)
             lab = labels[sl]
             counts += np.bincount(lab, minlength=k)
-            for j in range(d):
-                sums[:, j] += np.bincount(lab, weights=x[:, j], minlength=k)
-            sq_norms += np.bincount(lab, weights=(x * x).sum(axis=1), minlength=k)
+            sums += group_column_sums(lab, x, k)
+            sq_norms += np.bincount(lab, weights=np.einsum("ij,ij->i", x, x), minlength=k)
         return counts, sums, sq_norms
 
     @staticmethod
@@ -338,11 +334,16 @@ class LocalEngine(Engine):
         zone_radii = np.asarray(zone_radii, dtype=float)
         k = centres.shape[0]
         labels = self._labels(centres)
-        parts: list[list[np.ndarray]] = [[] for _ in range(k)]
+        points, zone = [], []
         for sl in self._chunks():
             x = self.X[sl].astype(float, copy=False)
             lab, inside = self._zone_members(x, labels[sl], zone_centres, zone_radii)
-            for i in np.unique(lab[inside]):
-                parts[i].append(x[inside & (lab == i)])
-        d = self.X.shape[1]
-        return [np.concatenate(p) if p else np.zeros((0, d)) for p in parts]
+            rows = np.flatnonzero(inside)
+            points.append(x[rows])
+            zone.append(lab[rows])
+        points = np.concatenate(points)
+        zone = np.concatenate(zone)
+        order = np.argsort(zone, kind="stable")  # by zone, records in their original order
+        edges = np.searchsorted(zone[order], np.arange(k + 1))
+        points = points[order]
+        return [points[edges[i] : edges[i + 1]] for i in range(k)]
