@@ -134,27 +134,29 @@ def dpl_like_fit(X, bounds, k: int, eps_recorded: float, seed: int) -> np.ndarra
 
 
 # ----------------------------------------------------------------------------- part fig3
-def fig3_algorithms(k: int, eps: float, seed: int):
+def fig3_algorithms(k: int, eps: float, seed: int, max_iter: int = 10):
+    T = max_iter
     out = {
-        "KMG faithful": KMeansGuarantee(k, eps, (0, 1), variant="faithful", random_state=seed),
-        "KMG private": KMeansGuarantee(k, eps, (0, 1), random_state=seed),
+        "KMG faithful": KMeansGuarantee(k, eps, (0, 1), max_iter=T, variant="faithful",
+                                        random_state=seed),
+        "KMG private": KMeansGuarantee(k, eps, (0, 1), max_iter=T, random_state=seed),
         "DPLloyd": DPLloyd(k, eps, (0, 1), random_state=seed),
     }
     for ik in INTERNAL_K:
-        out[f"SubC faithful ik={ik}"] = SubClustering(k, eps, (0, 1), internal_k=ik,
+        out[f"SubC faithful ik={ik}"] = SubClustering(k, eps, (0, 1), max_iter=T, internal_k=ik,
                                                       variant="faithful", random_state=seed)
-        out[f"SubC private ik={ik}"] = SubClustering(k, eps, (0, 1), internal_k=ik,
+        out[f"SubC private ik={ik}"] = SubClustering(k, eps, (0, 1), max_iter=T, internal_k=ik,
                                                      random_state=seed)
     return out
 
 
 def fig3_task(args):
-    name, k, eps, seed, opt = args
+    name, k, eps, seed, opt, max_iter = args
     X, _ = small_set(name)
     res = {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        for algo, est in fig3_algorithms(k, eps, seed).items():
+        for algo, est in fig3_algorithms(k, eps, seed, max_iter).items():
             t = time.perf_counter()
             est.fit(X)
             dt = time.perf_counter() - t
@@ -171,16 +173,17 @@ def fig3_task(args):
     return name, eps, seed, res
 
 
-def run_fig3(eps_grid, runs_override, sets, pool):
+def run_fig3(eps_grid, runs_override, sets, pool, max_iter=10):
     print("\n=== 002 Figs. 3-4: CostGap against epsilon (mean over runs; lower is better) ===")
-    print(f"epsilon grid: {', '.join(f'{e:.3g}' for e in eps_grid)}")
+    print(f"epsilon grid: {', '.join(f'{e:.3g}' for e in eps_grid)}; KMeans Guarantee and "
+          f"SubClustering run T = {max_iter} iterations")
     tasks, opts = [], {}
     for name in sets:
         k, runs = SMALL_SETS[name]
         runs = runs_override or runs
         X, public = small_set(name)
         opts[name] = M.optimal_kmeans_cost(X, k, n_init=10, random_state=0)
-        tasks += [(name, k, e, s, opts[name]) for e in eps_grid for s in range(runs)]
+        tasks += [(name, k, e, s, opts[name], max_iter) for e in eps_grid for s in range(runs)]
     results: dict = {}
     for name, eps, _, res in pool(fig3_task, tasks):
         for algo, row in res.items():
@@ -300,6 +303,8 @@ def main(argv=None):
     ap.add_argument("--runs", type=int, default=None, help="runs per point (default: 002's)")
     ap.add_argument("--sets", nargs="+", default=list(SMALL_SETS), choices=list(SMALL_SETS))
     ap.add_argument("--jobs", type=int, default=1, help="worker processes")
+    ap.add_argument("--max-iter", type=int, default=10,
+                    help="T of KMeans Guarantee and SubClustering in part fig3 (default 10)")
     args = ap.parse_args(argv)
 
     eps_grid = [0.1, 1.0, 10.0] if args.quick else list(np.geomspace(0.1, 10.0, 7))
@@ -320,7 +325,7 @@ def main(argv=None):
     t0 = time.perf_counter()
     try:
         if args.part in ("fig3", "all"):
-            run_fig3(eps_grid, runs, sets, pool)
+            run_fig3(eps_grid, runs, sets, pool, args.max_iter)
         if args.part in ("synth", "all"):
             run_synth([1.0] if args.quick else [0.5, 1.0, 2.0],
                       args.runs or (2 if args.quick else 10), pool)
