@@ -185,10 +185,10 @@ def _batched_lloyd(points, zone, n_zones: int, k: int, generator, n_iter: int = 
         # |c|^2 - 2 x.c per zone on its contiguous slice (|x|^2 does not change the argmin):
         # a loop over zones, vectorised over records, with no (n, k, d) temporary
         c_sq = np.where(usable, (centres**2).sum(axis=2), np.inf)
+        minus_2c = np.ascontiguousarray(-2.0 * centres.transpose(0, 2, 1))  # (n_zones, d, k)
         for i in np.flatnonzero(size):
             lo, hi = edges[i], edges[i + 1]
-            np.matmul(points[lo:hi], centres[i].T, out=score[lo:hi])
-            score[lo:hi] *= -2.0
+            np.matmul(points[lo:hi], minus_2c[i], out=score[lo:hi])
             score[lo:hi] += c_sq[i]
         new = np.argmin(score, axis=1)
         if np.array_equal(new, labels):
