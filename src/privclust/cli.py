@@ -571,7 +571,8 @@ def _print_morse(model, max_rows: int = 40) -> None:
     labels = np.asarray(model.component_labels_)
     shown = " ".join(str(int(v)) for v in labels[:max_rows])
     more = f" ... ({k0 - max_rows} more)" if k0 > max_rows else ""
-    print(f"cluster of each component: {shown}{more}  (-1: left out, weight below min_weight)")
+    # every component has a cluster: zero-weight ones take the basin their mean flows to
+    print(f"cluster of each component: {shown}{more}")
     print(f"transition points (TEVs) found: {len(model.tevs_)}")
     if model.n_fallback_merges_:
         print(
