@@ -50,15 +50,11 @@ from concurrent.futures import ProcessPoolExecutor  # noqa: E402
 import numpy as np  # noqa: E402
 
 from privclust.cluster.dpm import DPM  # noqa: E402
+from privclust.cluster.lloyd import DPLloyd  # noqa: E402
 from privclust.cluster.mixture import DPGaussianMixture  # noqa: E402
 from privclust.cluster.morse import MixtureField, MorseMerging, find_tevs  # noqa: E402
 from privclust.datasets import load  # noqa: E402
 from privclust.metrics import ari  # noqa: E402
-
-try:  # DPLloyd is being written by someone else; skip it if it is not there
-    from privclust.cluster.lloyd import DPLloyd  # noqa: E402
-except ImportError:  # pragma: no cover
-    DPLloyd = None
 
 SETS = {  # name: (K, K0) as in the paper's Table 1
     "uci_shuttle": (7, 12),
@@ -113,8 +109,6 @@ def one_run(args):
     U, y = prepare(name)
     out = {"K0": K0, "errors": []}
     for key in which:
-        if key == "lloyd" and DPLloyd is None:
-            continue
         try:
             if key == "gmm_sweep":
                 out |= _gmm(U, y, eps, seed, K, K0, with_k=False)
@@ -248,8 +242,6 @@ def main():
         return
     runs = a.runs or (2 if a.quick else 5)
     epsilons = (10.0, 2.0, 1.0) if a.quick else (10.0, 5.0, 2.0, 1.0, 0.5)
-    if DPLloyd is None:
-        print("note: privclust.cluster.lloyd.DPLloyd not available: DPLloyd rows skipped")
     tasks = [
         (n, e, s, *SETS[n], ("gmm", "lloyd", "dpm"))
         for n in a.sets
