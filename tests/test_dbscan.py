@@ -588,3 +588,27 @@ def test_border_points_agree_between_lookup_table_and_binary_search():
     few = np.concatenate([m.predict(X[i : i + 7]) for i in range(0, len(X), 7)])
     np.testing.assert_array_equal(few, m.labels_)
     assert ((m.labels_ < 0) & (X[:, 0] > 0)).any()  # some points stay noise
+
+
+def test_settled_border_cells_match_the_point_by_point_rule():
+    """Two dense squares about 3 eps apart, with background points: cells between
+    them see both spans in NB (no shortcut), cells beside one square are settled. The lookup
+    path (settled cells first) and the binary-search path (point by point) agree everywhere."""
+    rng = np.random.default_rng(5)
+    left = rng.uniform([2.0, 2.0], [4.0, 8.0], size=(4000, 2))
+    right = rng.uniform([5.6, 2.0], [7.6, 8.0], size=(4000, 2))
+    background = rng.uniform(0.0, 10.0, size=(600, 2))
+    X = np.concatenate([left, right, background])
+    kw = dict(epsilon=1.0, eps=0.5, min_samples=30, bounds=(0, 10), random_state=1)
+    m = DPDBSCAN(**kw).fit(X)
+    assert m.n_clusters_ == 2
+    shape = tuple(int(v) for v in m.grid_shape_)
+    grid = np.full(int(np.prod(shape)), -1, dtype=np.int32)
+    grid[m._core_keys] = m.span_labels_
+    offsets = D.neighbour_offsets(2, m.eta)
+    settled, near = D._settled_border_cells(grid.reshape(shape), offsets, m.cell_width_, m.eps)
+    core = grid.reshape(shape) >= 0
+    assert (settled[~core] >= 0).any() and ((settled < 0) & near & ~core).any()
+    few = np.concatenate([m.predict(X[i : i + 7]) for i in range(0, len(X), 7)])
+    np.testing.assert_array_equal(few, m.labels_)
+    assert (m.labels_[-600:] >= 0).any() and (m.labels_[-600:] < 0).any()

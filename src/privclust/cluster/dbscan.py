@@ -72,6 +72,7 @@ MAX_DENSE_CELLS = 1 << 26
 _SCRATCH_FACTOR = 32
 _MAX_OFFSETS = 200_000
 _PREDICT_CHUNK = 1 << 20
+_BORDER_CHUNK = 1 << 18  # points per border-pass chunk: bounded temporaries
 _LUT_CELLS = 1 << 24
 
 
@@ -263,6 +264,42 @@ def _dense_neighbourhood_sums(values: np.ndarray, offsets: np.ndarray, pad: int)
         out += windows[a][sl] if d > 1 else windows[a]
     return out
 
+
+
+def _settled_border_cells(core_labels: np.ndarray, offsets: np.ndarray, w: float, eps: float):
+    """Per cell of a dense grid of span labels (-1: not a core cell): ``(settled, near)``.
+
+    ``near``: some core cell lies in the cell's NB. ``settled``: the one span label of all the
+    core cells in NB, where there is exactly one and one of those cells is within ``eps`` of
+    every point of the cell (offset ``o`` with ``w ||o|| < eps``: the farthest point of the
+    cell is ``w ||o||`` from the box of cell ``c + o``); else -1. Every point of a settled cell
+    has the border label it would get point by point (its nearest core cell within ``eps``
+    carries that label), so the per-point pass can skip it.
+    """
+    shape = core_labels.shape
+    pad = int(np.abs(offsets).max())
+    padded = np.pad(core_labels.astype(np.int32), pad, constant_values=-1)
+    # as unsigned, -1 (no core cell) is the largest value: the minimum over the unsigned view
+    # is the smallest label present, with no temporary per offset
+    unsigned = padded.view(np.uint32)
+    low = np.full(shape, np.iinfo(np.uint32).max, dtype=np.uint32)
+    high = np.full(shape, -1, dtype=np.int32)
+    covered = np.zeros(shape, dtype=bool)
+    # strictly inside the open ball, with a margin for the rounding of the point distances
+    whole = (offsets.astype(float) ** 2).sum(axis=1) * w * w < eps * eps * (1.0 - 1e-9)
+    for o, o_whole in zip(offsets, whole, strict=True):
+        window = tuple(
+            slice(pad + int(oj), pad + int(oj) + n) for oj, n in zip(o, shape, strict=True)
+        )
+        v = padded[window]
+        np.maximum(high, v, out=high)
+        np.minimum(low, unsigned[window], out=low)
+        if o_whole:
+            covered |= v >= 0
+    near = high >= 0
+    settled = high
+    settled[~(covered & (low == high.view(np.uint32)))] = -1
+    return settled, near
 
 def _components(n_nodes: int, rows: list, cols: list) -> np.ndarray:
     if n_nodes == 0:
@@ -846,45 +883,68 @@ class DPDBSCAN(PrivateClusterMixin):
 
     def _assign_border(self, arr, out, lut, lo, hi, origin, w, shape, strides):
         """Points in no core cell but within ``eps`` of one join the nearest such cell's span
-        (one pass per neighbour offset, vectorised over the points)."""
-        rows = np.flatnonzero(out < 0)
-        x = arr[rows].astype(np.float64)
-        inside = ((x >= lo) & (x <= hi)).all(axis=1)
-        rows, x = rows[inside], x[inside]
-        if rows.size == 0:
-            return
-        coords = np.clip(np.floor((x - origin) / w), 0, shape - 1).astype(np.int64)
+        (one pass per neighbour offset, vectorised over the points, in chunks of points so
+        memory stays bounded)."""
         offsets = neighbour_offsets(len(shape), float(self.eta))
+        settled = near = None
         if lut is not None:
-            # only points in cells with a core cell in NB can be border points: on large inputs
-            # most non-core points are far from every span, and the per-offset pass is the cost
-            near = _dense_neighbourhood_sums(
-                (lut >= 0).astype(np.int32).reshape(tuple(int(v) for v in shape)),
-                offsets,
-                int(np.abs(offsets).max()),
-            ).ravel()
-            keep = near[coords @ strides] > 0
-            rows, x, coords = rows[keep], x[keep], coords[keep]
-            if rows.size == 0:
-                return
-        best = np.full(rows.size, float(self.eps) ** 2)
-        label = np.full(rows.size, -1, dtype=np.int64)
+            # Cell-level first: only points in cells with a core cell in NB can be border
+            # points, and in a cell whose NB core cells all carry one label and one of which is
+            # within eps of the *whole* cell, every point gets that label. Only the remaining
+            # points need the per-offset pass, which is the cost on large inputs.
+            settled, near = _settled_border_cells(
+                lut.reshape(tuple(int(v) for v in shape)), offsets, w, float(self.eps)
+            )
+            settled, near = settled.ravel(), near.ravel()
+        todo = np.flatnonzero(out < 0)
+        for start in range(0, todo.size, _BORDER_CHUNK):
+            rows = todo[start : start + _BORDER_CHUNK]
+            x = arr[rows].astype(np.float64)
+            inside = ((x >= lo) & (x <= hi)).all(axis=1)
+            rows, x = rows[inside], x[inside]
+            coords = np.clip(np.floor((x - origin) / w), 0, shape - 1).astype(np.int64)
+            cell = _dot_int(coords, strides)
+            if settled is not None:
+                lab = settled[cell]
+                done = lab >= 0
+                out[rows[done]] = lab[done]
+                keep = ~done & near[cell]
+                rows, x, coords, cell = rows[keep], x[keep], coords[keep], cell[keep]
+            if rows.size:
+                out[rows] = self._border_labels(x, coords, cell, offsets, lut, origin, w,
+                                                shape, strides)
+
+    def _border_labels(self, x, coords, cell, offsets, lut, origin, w, shape, strides):
+        """Span of the nearest core cell within ``eps`` of each point (-1: none)."""
+        best = np.full(x.shape[0], float(self.eps) ** 2)
+        label = np.full(x.shape[0], -1, dtype=np.int64)
         keys_ref = self._core_keys
+        # per dimension, 1-D columns: the point's cell index and its position inside the cell
+        cols = np.ascontiguousarray(coords.T)
+        frac = np.ascontiguousarray((x - (origin + coords * w)).T)
         for off in offsets:
-            nc = coords + off
-            ok = ((nc >= 0) & (nc < shape)).all(axis=1)
-            key = np.where(ok, nc @ strides, 0)
+            # distance to the box of cell c + off: only the dimensions where off_j != 0 count
+            # (inside the cell's own slab the gap is 0); gap_j = max(off_j w - f_j,
+            # f_j - (off_j + 1) w, 0) with f_j in [0, w] the position inside the cell
+            ok = np.ones(x.shape[0], dtype=bool)
+            dist = np.zeros(x.shape[0])
+            for j in np.flatnonzero(off):
+                o = int(off[j])
+                c = cols[j] + o
+                ok &= (c >= 0) & (c < shape[j])
+                gap = np.maximum(o * w - frac[j], frac[j] - (o + 1) * w)
+                np.maximum(gap, 0.0, out=gap)
+                dist += gap * gap
+            key = np.where(ok, cell + int(off @ strides), 0)
             if lut is not None:
-                lab = np.where(ok, lut[key], -1)
+                lab = lut[key]
+                lab[~ok] = -1
             else:
                 pos = np.minimum(np.searchsorted(keys_ref, key), keys_ref.size - 1)
                 lab = np.where(ok & (keys_ref[pos] == key), self.span_labels_[pos], -1)
-            box_lo = origin + nc * w
-            gap = np.maximum(np.maximum(box_lo - x, x - (box_lo + w)), 0.0)
-            dist = (gap * gap).sum(axis=1)
             better = (lab >= 0) & (dist < best)  # strict: the open ball B(p, eps)
             best[better], label[better] = dist[better], lab[better]
-        out[rows] = label
+        return label
 
     # ------------------------------------------------------------------ JSON save/load
     def to_dict(self) -> dict:
