@@ -405,3 +405,11 @@ def test_to_dict_round_trip():
     np.testing.assert_array_equal(m2.predict(X), m.predict(X))
     with pytest.raises(ValueError):
         DPGaussianMixture().from_dict(d | {"weights": [1.0]})
+
+
+def test_n_clusters_is_the_number_of_components_once_fitted():
+    m = DPGaussianMixture(3, epsilon=5, delta=1e-6, bounds=(-2, 2), n_iter=2, random_state=0)
+    assert not hasattr(m, "n_clusters_")  # not fitted: no attribute, as scikit-learn expects
+    X = np.random.default_rng(0).uniform(-1, 1, size=(300, 2))
+    m.fit(X)
+    assert m.n_clusters_ == m.n_components_ == 3

@@ -390,6 +390,11 @@ class DPGaussianMixture(PrivateClusterMixin):
         return eps, delta, int(k), int(t)
 
     # ------------------------------------------------------------------ fit
+    @property
+    def n_clusters_(self) -> int:
+        """The number of components under the name every privclust estimator shares."""
+        return self.n_components_
+
     def fit(self, X, y=None):
         """Fit the mixture privately. ``y`` is ignored (scikit-learn compatibility)."""
         eps, delta, k, T = self._check_params()
