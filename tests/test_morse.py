@@ -388,3 +388,22 @@ def test_to_dict_round_trip_and_plots(tmp_path):
     fig.savefig(tmp_path / "morse.png")
     plt.close(fig)
     assert (tmp_path / "morse.png").stat().st_size > 0
+
+
+def test_random_state_seeds_the_whole_pipeline():
+    """An unfitted base draws from MorseMerging's generator (its own seed is replaced in the
+    clone), so the base and the covariance pass never replay one seed's noise; runs with the
+    same random_state are identical and the user's base is untouched."""
+    X, _ = _moons(400)
+    base = DPLloyd(8, bounds=(-1, 1), random_state=0)
+
+    def run(seed):
+        return MorseMerging(base, 2, epsilon=2.0, random_state=seed).fit(X)
+
+    a, b, c = run(3), run(3), run(4)
+    np.testing.assert_array_equal(a.base_estimator_.cluster_centers_,
+                                  b.base_estimator_.cluster_centers_)
+    np.testing.assert_array_equal(a.covariances_, b.covariances_)
+    assert not np.array_equal(a.base_estimator_.cluster_centers_,
+                              c.base_estimator_.cluster_centers_)
+    assert base.random_state == 0 and not hasattr(base, "cluster_centers_")

@@ -428,14 +428,6 @@ def _check_algorithm(args) -> tuple[str, Algorithm]:
     return name, algo
 
 
-def _seeds(seed: int | None, n: int) -> list[int | None]:
-    """``n`` independent seeds from one (None stays None: secure randomness for every part)."""
-    if seed is None:
-        return [None] * n
-    # Two fits seeded with the same int would draw the same noise stream; derive distinct ones.
-    return [int(v) for v in np.random.SeedSequence(seed).generate_state(n)]
-
-
 def _build_estimator(name: str, args, bounds: np.ndarray):
     """The estimator for ``--algorithm name`` from the command-line options."""
     common = dict(epsilon=args.epsilon, bounds=bounds, random_state=args.seed)
@@ -462,11 +454,11 @@ def _build_estimator(name: str, args, bounds: np.ndarray):
         )
     if name == "morse":
         base_name = args.base or _MORSE_DEFAULT_BASE
-        base_seed, morse_seed = _seeds(args.seed, 2)
+        # MorseMerging's seed seeds the whole pipeline: the base draws from the same stream
         morse = MorseMerging(
-            n_clusters=args.n_clusters, epsilon=args.epsilon, random_state=morse_seed
+            n_clusters=args.n_clusters, epsilon=args.epsilon, random_state=args.seed
         )
-        base_common = dict(epsilon=args.epsilon, bounds=bounds, random_state=base_seed)
+        base_common = dict(epsilon=args.epsilon, bounds=bounds)
         iters = {} if args.iterations is None else {"n_iter": args.iterations}
         if base_name == "mixture":
             # MorseMerging over a mixture spends nothing itself: --delta is the mixture's.

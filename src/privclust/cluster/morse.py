@@ -1032,7 +1032,10 @@ class MorseMerging(ClusterMixin, BaseEstimator):
     min_cluster_weight : the runt threshold of the cut (see above; 0 gives Alg. 4's plain cut).
     merge_order : 'barrier' (Alg. 4, default) or 'persistence' (see above).
     max_components : centre models with more centres are pooled to this many (see above).
-    random_state, accountant : as everywhere in privclust.
+    random_state, accountant : as everywhere in privclust. A ``random_state`` that is not None
+        seeds the whole pipeline: an unfitted base is fitted with the same generator (its own
+        ``random_state`` is replaced in the clone), and the covariance pass goes on from where
+        the base stopped, so no noise is ever drawn twice from one seed.
 
     Attributes
     ----------
@@ -1160,9 +1163,15 @@ class MorseMerging(ClusterMixin, BaseEstimator):
                 )
         source = resolve_random_state(self.random_state)
         cov_eps = None
+        seeded_base = False
         if not fitted:
             base = clone(base)
             params = base.get_params(deep=False)
+            if self.random_state is not None and "random_state" in params:
+                # one stream for the whole pipeline: the base draws first, the covariance pass
+                # goes on from where it stopped (two equal seeds would replay the same noise)
+                base.set_params(random_state=source.generator)
+                seeded_base = True
             total = self.epsilon if self.epsilon is not None else params.get("epsilon")
             if total is None:
                 raise ValueError("the base has no epsilon; pass MorseMerging(epsilon=...)")
@@ -1210,7 +1219,9 @@ class MorseMerging(ClusterMixin, BaseEstimator):
             weights, means, covs, cov_report = self._covariance_pass(
                 X, base, means, bounds, cov_eps, source
             )
-        self.privacy_report_ = self._combined_report(base, base_report, cov_report, source)
+        self.privacy_report_ = self._combined_report(
+            base, None if seeded_base else base_report, cov_report, source, base_report
+        )
         self.weights_, self.means_, self.covariances_ = weights, means, covs
         self.base_assignment_ = "likelihood" if mixture else "nearest"
         self.bounds_ = bounds
@@ -1279,7 +1290,9 @@ class MorseMerging(ClusterMixin, BaseEstimator):
         covs = cov_u * half[:, None] * half[None, :]
         return w, centres.copy(), covs, report
 
-    def _combined_report(self, base, base_report, cov_report, source):
+    def _combined_report(self, base, source_report, cov_report, source, base_report):
+        """The base's and the covariance pass's releases in one report. Its randomness is the
+        base's (``source_report``) when the base drew from its own source, else ours."""
         parts = [r for r in (base_report, cov_report) if r is not None]
         planned = Budget(0.0, 0.0)
         for r in parts:
@@ -1287,7 +1300,7 @@ class MorseMerging(ClusterMixin, BaseEstimator):
         report = PrivacyReport(
             estimator=f"MorseMerging({type(base).__name__})",
             planned=planned,
-            random_source=base_report.random_source if base_report else source.description,
+            random_source=source_report.random_source if source_report else source.description,
         )
         zdeltas = {r.zcdp_delta for r in parts if any(x.rho > 0 for x in r.releases)}
         for r in parts:
