@@ -248,7 +248,7 @@ def test_bad_parameters_give_clear_errors(kwargs, err, match):
 
 
 def test_one_point_constant_column_and_one_dimension():
-    one = DPM(epsilon=1.0, bounds=(0, 1), random_state=0).fit(np.array([[0.5, 0.5]]))
+    one = DPM(epsilon=1.0, delta=1e-6, bounds=(0, 1), random_state=0).fit(np.array([[0.5, 0.5]]))
     assert one.n_clusters_ >= 1 and np.isfinite(one.cluster_centers_).all()
     const = np.column_stack([_uniform(2000, 1)[:, 0], np.full(2000, 0.3)])
     m = DPM(epsilon=1.0, bounds=(0, 1), random_state=0).fit(const)
@@ -263,14 +263,14 @@ def test_one_point_constant_column_and_one_dimension():
 def test_values_outside_bounds_are_clipped_with_a_warning():
     X = _uniform(500) * 3 - 1  # in [-1, 2]
     with pytest.warns(UserWarning, match="clipped"):
-        m = DPM(epsilon=1.0, bounds=(0, 1), random_state=0).fit(X)
+        m = DPM(epsilon=1.0, delta=1e-6, bounds=(0, 1), random_state=0).fit(X)
     assert (m.cluster_centers_ >= 0).all() and (m.cluster_centers_ <= 1).all()
 
 
 def test_predict_errors():
     with pytest.raises(RuntimeError, match="not fitted"):
         DPM(bounds=(0, 1)).predict(np.zeros((2, 2)))
-    m = DPM(epsilon=1.0, bounds=(0, 1), random_state=0).fit(_uniform(500))
+    m = DPM(epsilon=1.0, delta=1e-6, bounds=(0, 1), random_state=0).fit(_uniform(500))
     with pytest.raises(ValueError, match="features"):
         m.predict(np.zeros((2, 3)))
 

@@ -155,6 +155,6 @@ def test_clear_error_without_matplotlib(monkeypatch):
     with pytest.raises(ImportError, match=r'pip install "privclust\[plot\]"'):
         viz.require_matplotlib()
     X = np.zeros((3, 2))
-    model = DPM(epsilon=1.0, bounds=(0, 1), random_state=0).fit(X)
+    model = DPM(epsilon=1.0, delta=1e-6, bounds=(0, 1), random_state=0).fit(X)
     with pytest.raises(ImportError, match="matplotlib"):
         viz.plot_clusters(X, model)
