@@ -498,14 +498,19 @@ def find_tevs(
     return out
 
 
+def _root(parent, a):
+    """Root of ``a`` in a union-find forest held as a parent list or dict (path halving: the
+    roots never change, only the paths to them shorten)."""
+    while parent[a] != a:
+        parent[a] = parent[parent[a]]
+        a = parent[a]
+    return a
+
 def _components(n, edges):
     parent = list(range(n))
 
     def find(a):
-        while parent[a] != a:
-            parent[a] = parent[parent[a]]
-            a = parent[a]
-        return a
+        return _root(parent, a)
 
     for a, b in np.asarray(edges, dtype=np.int64).reshape(-1, 2):
         if a >= 0 and b >= 0 and a != b:
@@ -660,10 +665,7 @@ def merge_clusters(
     parent = list(range(n_sev))
 
     def find(a):
-        while parent[a] != a:
-            parent[a] = parent[parent[a]]
-            a = parent[a]
-        return a
+        return _root(parent, a)
 
     comp_cluster: dict[int, int] = {}
     sizes = {i: 1 for i in range(n)}
@@ -686,9 +688,7 @@ def merge_clusters(
     cid = list(range(n))
 
     def lroot(a):
-        while lparent[a] != a:
-            a = lparent[a]
-        return a
+        return _root(lparent, a)
 
     if weights is not None and means is not None:
         w = np.asarray(weights, dtype=float).copy()
@@ -733,10 +733,7 @@ def merge_clusters(
         p0 = list(range(n_sev))
 
         def find0(a):
-            while p0[a] != a:
-                p0[a] = p0[p0[a]]
-                a = p0[a]
-            return a
+            return _root(p0, a)
 
         events = []
         for t in order:
@@ -775,9 +772,7 @@ def merge_clusters(
         lparent = {r: r for r in comp_cluster}
 
         def lfind(a):
-            while lparent[a] != a:
-                a = lparent[a]
-            return a
+            return _root(lparent, a)
 
         for t in np.argsort(w, kind="stable"):
             ra, rb = lfind(leaf_cluster[ii[t]]), lfind(leaf_cluster[jj[t]])
@@ -812,10 +807,7 @@ def cut_linkage(
         parent = list(range(n_leaves + len(Z)))
 
         def find(a):
-            while parent[a] != a:
-                parent[a] = parent[parent[a]]
-                a = parent[a]
-            return a
+            return _root(parent, a)
 
         for i in range(max(n_leaves - n_clusters, 0)):
             a, b = int(Z[i, 0]), int(Z[i, 1])
@@ -830,10 +822,7 @@ def cut_linkage(
         parent = list(range(n_leaves))
 
         def find(a):
-            while parent[a] != a:
-                parent[a] = parent[parent[a]]
-                a = parent[a]
-            return a
+            return _root(parent, a)
 
         mass = {i: float(w[i]) for i in range(n_leaves)}
         thr = float(min_cluster_weight)
