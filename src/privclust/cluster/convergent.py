@@ -89,7 +89,7 @@ from ._base import (
 from .lloyd import (
     check_n_clusters,
     check_positive_int,
-    final_cost_and_labels,
+    finish_centre_fit,
     kmeans_cost,
     noisy_centroids,
     sphere_packing_init,
@@ -351,22 +351,9 @@ class _ConvergentKMeans(PrivateClusterMixin):
         costs.append(kmeans_cost(prev, counts, sums, sq))
         centres, n_hat, _ = noisy_centroids(mech, counts, sums, prev, bounds, eps_lap,
                                             label="converged Lloyd centroids (Laplace step)")
-        labels, cost = final_cost_and_labels(X, bounds, centres)
-        costs.append(cost)
-
-        self.cluster_centers_ = centres
-        self.cluster_sizes_ = np.asarray(n_hat, dtype=np.int64)
-        self.n_clusters_ = k
-        self.n_iter_ = T
-        self.centers_history_ = np.stack(history)
         self.convergent_zones_ = (np.stack(zone_c), np.stack(zone_r))
-        self.cost_history_ = np.asarray(costs)
-        self.n_features_in_ = d
-        self.privacy_report_ = report
-        accountant.attach(report)
-        # Post-processing: the model applied to the training data.
-        self.labels_ = labels
-        return self
+        return finish_centre_fit(self, X, bounds, centres, n_hat, history, costs, report,
+                                 accountant)
 
 
 _COMMON_DOC = """

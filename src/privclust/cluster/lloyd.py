@@ -199,6 +199,24 @@ def public_init(init, generator, bounds, k: int) -> tuple[np.ndarray, str]:
     return np.clip(arr, bounds[:, 0], bounds[:, 1]), "user-supplied public centres"
 
 
+def finish_centre_fit(est, X, bounds, centres, sizes, history, costs, report, accountant):
+    """The end every k-means fit shares: set the released centres and noisy sizes, the
+    iteration history and the exact local cost diagnostics (``costs`` gets the cost at the
+    released centres), attach the report, and label X (post-processing of the release)."""
+    labels, cost = final_cost_and_labels(X, bounds, centres)
+    costs.append(cost)
+    est.cluster_centers_ = centres
+    est.cluster_sizes_ = np.asarray(sizes, dtype=np.int64)
+    est.n_clusters_ = centres.shape[0]
+    est.n_iter_ = len(history) - 1
+    est.centers_history_ = np.stack(history)
+    est.cost_history_ = np.asarray(costs)
+    est.n_features_in_ = X.shape[1]
+    est.privacy_report_ = report
+    accountant.attach(report)
+    est.labels_ = labels
+    return est
+
 class DPLloyd(PrivateClusterMixin):
     """DP-Lloyd (Su, Cao, Li, Bertino, Jin 2016): k-means with noisy counts and noisy sums.
 
@@ -324,18 +342,5 @@ class DPLloyd(PrivateClusterMixin):
             centres, n_hat_k, _ = noisy_centroids(mech, counts, sums, centres, bounds, eps_t,
                                                   label=f"iteration {t + 1}")
             history.append(centres)
-        labels, cost = final_cost_and_labels(X, bounds, centres)
-        costs.append(cost)
-
-        self.cluster_centers_ = centres
-        self.cluster_sizes_ = np.asarray(n_hat_k, dtype=np.int64)
-        self.n_clusters_ = k
-        self.n_iter_ = T
-        self.centers_history_ = np.stack(history)
-        self.cost_history_ = np.asarray(costs)
-        self.n_features_in_ = d
-        self.privacy_report_ = report
-        accountant.attach(report)
-        # Post-processing: the private model applied to the training data.
-        self.labels_ = labels
-        return self
+        return finish_centre_fit(self, X, bounds, centres, n_hat_k, history, costs, report,
+                                 accountant)
