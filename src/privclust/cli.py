@@ -821,6 +821,16 @@ def _cmd_datasets(args) -> int:
 # --------------------------------------------------------------------------------------------
 
 
+def _add_header_option(parser) -> None:
+    parser.add_argument(
+        "--header",
+        type=_header,
+        default="auto",
+        metavar="{auto,yes,no}",
+        help="whether a CSV file has a header row (default: auto-detect)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     from . import __version__
 
@@ -972,13 +982,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="seed for reproducible (NOT secure) noise; default: secure randomness",
     )
-    g.add_argument(
-        "--header",
-        type=_header,
-        default="auto",
-        metavar="{auto,yes,no}",
-        help="whether a CSV file has a header row (default: auto-detect)",
-    )
+    _add_header_option(g)
     p.set_defaults(func=_cmd_cluster)
 
     p = sub.add_parser(
@@ -989,13 +993,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("model", metavar="MODEL.json", help="model written by 'privclust cluster --out'")
     p.add_argument("input", metavar="INPUT", help="data file with the model's features")
     p.add_argument("--out", metavar="LABELS.csv", help="write the labels (.csv or .npy)")
-    p.add_argument(
-        "--header",
-        type=_header,
-        default="auto",
-        metavar="{auto,yes,no}",
-        help="whether a CSV file has a header row (default: auto-detect)",
-    )
+    _add_header_option(p)
     p.set_defaults(func=_cmd_predict)
 
     p = sub.add_parser(
