@@ -123,7 +123,7 @@ def test_cluster_with_seed_warns(csv_file, capsys):
     assert len(warning) == 1 and "seed" in warning[0]
     assert "reproducible (int seed; the seed is not recorded), not secure" in captured.out
     assert "seed=7" not in captured.out
-    assert "planned  epsilon=0.5 delta=1e-06" in captured.out
+    assert "planned before the data was read: epsilon=0.5, delta=1e-06" in captured.out
 
 
 def test_cluster_is_reproducible_with_seed(csv_file, tmp_path, capsys):

@@ -11,7 +11,7 @@ import privclust.privacy.mechanisms as mech_mod
 from privclust import DPM, Accountant, Budget, BudgetExceededError
 from privclust.cluster.dpm import gap_percentile_constant
 from privclust.metrics import accuracy_majority
-from privclust.privacy import count_offset, gaussian_sigma
+from privclust.privacy import DELTA_CAP, count_offset, gaussian_sigma
 
 
 def _uniform(n=20000, d=2, seed=0):
@@ -37,11 +37,17 @@ def test_ledger_composes_to_the_requested_budget(epsilon, depth, count_shift):
     assert rep.private and rep.within_plan()
 
 
-def test_ledger_below_plan_when_the_tree_stops_early(blobs_2d):
+def test_levels_the_tree_never_reached_go_to_the_leaf_averages(blobs_2d):
     X, _ = blobs_2d
     m = DPM(epsilon=1.0, delta=1e-6, bounds=(0, 100), max_depth=7, random_state=0).fit(X)
-    total = m.privacy_report_.total()
-    assert total.epsilon <= 1.0 + 1e-12 and total.delta <= 1e-6 * (1 + 1e-12)
+    rep = m.privacy_report_
+    assert max(m.split_tree_.depth) < 7  # the tree stops early on these blobs
+    total = rep.total()
+    assert total.epsilon == pytest.approx(1.0, rel=1e-9)
+    assert total.delta == pytest.approx(1e-6, rel=1e-9)
+    avg = [r.epsilon for r in rep.releases if r.mechanism.startswith("gauss")]
+    assert avg[0] > 0.42 + 0.1  # its own share plus the unreached levels'
+    assert any("moved to 'leaf averages'" in n for n in rep.notes) and rep.unspent == []
 
 
 @pytest.mark.parametrize("count_shift", [False, True])
@@ -76,10 +82,11 @@ def test_noise_drawn_matches_the_ledger(monkeypatch, blobs_2d, count_shift):
     m = DPM(epsilon=1.0, delta=1e-6, bounds=(0, 100), random_state=3, t=t, q=q,
             alpha=alpha, count_shift=count_shift).fit(X)
     rep = m.privacy_report_
-    assert len(draws) == len(rep.releases)
+    drawn = [r for r in rep.releases if r.mechanism != "failure probability"]
+    assert len(draws) == len(drawn)
     tree = m.split_tree_
     level = 0
-    for (kind, par, _size), rel in zip(draws, rep.releases, strict=True):
+    for (kind, par, _size), rel in zip(draws, drawn, strict=True):
         if rel.mechanism == "two-sided geometric":
             assert kind == "geo" and par == pytest.approx(rel.epsilon, rel=1e-12)
         elif rel.mechanism == "exponential":
@@ -87,7 +94,9 @@ def test_noise_drawn_matches_the_ledger(monkeypatch, blobs_2d, count_shift):
             # scale per node = 2 * sensitivity / eps with sensitivity (t/q + alpha)/(n_hat - lam)
             count_rel = [r for r in rep.releases if r.target.endswith(f"level {level}")
                          or (level == 0 and "root" in r.target)][0]
-            lam = count_offset(count_rel.epsilon, count_rel.delta) if count_rel.delta else 0.0
+            shift = [r for r in rep.releases if r.mechanism == "failure probability"
+                     and r.target.endswith(f"level {level}")]
+            lam = count_offset(count_rel.epsilon, shift[0].delta) if shift else 0.0
             nodes = [i for i in range(tree.n_nodes) if tree.depth[i] == level
                      and tree.halt_reason[i] not in ("n_hat - lambda <= 0", "no candidate in box",
                                                       "max_depth")]
@@ -106,7 +115,8 @@ def test_noise_drawn_matches_the_ledger(monkeypatch, blobs_2d, count_shift):
             assert par == (pytest.approx(rel.epsilon), pytest.approx((2 - 0.65) * X.shape[1]))
         else:  # pragma: no cover
             pytest.fail(f"unexpected release {rel.mechanism}")
-    assert rep.total().epsilon == pytest.approx(1.0) or rep.total().epsilon < 1.0
+    assert rep.total().epsilon == pytest.approx(1.0, rel=1e-9)
+    assert rep.total().delta == pytest.approx(1e-6, rel=1e-9)
 
 
 def test_gap_percentile_constant_matches_simulation():
@@ -197,8 +207,13 @@ def test_paper_budget_split_is_available(blobs_2d):
     X, _ = blobs_2d
     m = DPM(epsilon=1.0, bounds=(0, 100), budget_split=DPM.PAPER_BUDGET_SPLIT,
             random_state=0).fit(X)
-    eps_avg = [r.epsilon for r in m.privacy_report_.releases if r.mechanism.startswith("gauss")]
-    assert eps_avg == [pytest.approx(0.6)]
+    rep = m.privacy_report_
+    eps_avg = [r.epsilon for r in rep.releases if r.mechanism.startswith("gauss")]
+    unreached = sum(r.epsilon for r in rep.releases if r.mechanism == "exponential")
+    # 0.6 of epsilon, plus the shares of the levels the tree never reached
+    assert len(eps_avg) == 1 and eps_avg[0] >= 0.6
+    assert eps_avg[0] == pytest.approx(0.6 + 0.18 - unreached + 0.18 - sum(
+        r.epsilon for r in rep.releases if r.mechanism == "two-sided geometric"))
 
 
 def test_sigma_candidates_restrict_the_interval_size(blobs_2d):
@@ -275,8 +290,10 @@ def test_predict_errors():
         m.predict(np.zeros((2, 3)))
 
 
-def test_delta_none_on_small_data_warns():
+def test_delta_none_on_small_data_is_capped():
+    """1/n_hat^1.5 would be 1.9e-4 on 300 records: the delta rule caps it at DELTA_CAP."""
     X = _uniform(300)
-    with pytest.warns(UserWarning, match="weak guarantee"):
-        m = DPM(epsilon=1.0, bounds=(0, 1), random_state=0).fit(X)
-    assert m.delta_ > 1e-4
+    m = DPM(epsilon=1.0, bounds=(0, 1), random_state=0).fit(X)
+    assert m.delta_ == DELTA_CAP == 1e-5
+    assert m.privacy_report_.total().delta == pytest.approx(1e-5, rel=1e-12)
+    assert any("the cap" in n for n in m.privacy_report_.notes)

@@ -30,10 +30,12 @@ from privclust.cluster.lloyd import (
 from privclust.engine import LocalEngine
 from privclust.metrics import ari
 from privclust.privacy import (
+    NOISY_N_SHARE,
     Accountant,
     Budget,
     BudgetExceededError,
     Mechanisms,
+    PlanExceededError,
     PrivacyReport,
     RandomSource,
 )
@@ -138,16 +140,17 @@ def test_ledger_equals_the_noise_actually_drawn(d, monkeypatch):
     spent = check_spend(model, rec, eps, d, X, bounds)
     # the split follows Su et al.: count : sum = cbrt(4 d rho^2) : d in every iteration
     c = np.cbrt(4 * d * RHO**2)
-    eps_t = (eps - 0.05 * eps) / model.n_iter_
-    assert spent[0] == pytest.approx(0.05 * eps)  # noisy n for the iteration rule
+    eps_t = (eps - NOISY_N_SHARE * eps) / model.n_iter_
+    assert spent[0] == pytest.approx(NOISY_N_SHARE * eps)  # noisy n for the iteration rule
     np.testing.assert_allclose(spent[1::2], eps_t * c / (d + c), rtol=1e-9)
     np.testing.assert_allclose(spent[2::2], eps_t * d / (d + c), rtol=1e-9)
     assert len(spent) == 1 + 2 * model.n_iter_
 
 
-def test_the_spend_check_catches_the_diffprivlib_swap(monkeypatch):
+def test_the_plan_refuses_the_diffprivlib_swap_before_any_draw(monkeypatch):
     """Plant diffprivlib's bug: counts get one coordinate's share, every coordinate the
-    count's. The ledger still sums what the code passed, but the draws imply 1.52 epsilon."""
+    count's (1.52 epsilon in truth). The plan's line items no longer add up to epsilon, so the
+    fit is refused before a single noise draw."""
     d, eps = 20, 1.0
 
     def swapped(epsilon, dims, rho=RHO):
@@ -160,13 +163,32 @@ def test_the_spend_check_catches_the_diffprivlib_swap(monkeypatch):
     bounds = np.tile([0.0, 1.0], (d, 1))
     X = rng.uniform(0, 1, size=(2000, d))
     rec = DrawRecorder(monkeypatch)
-    model = DPLloyd(n_clusters=3, epsilon=eps, bounds=bounds, n_iter=2, random_state=0).fit(X)
-    spent = sum(true_spend(model.privacy_report_, rec, d))
-    c = np.cbrt(4 * d * RHO**2)
-    assert spent == pytest.approx(eps * (1 + d * c) / (d + c))
-    assert spent == pytest.approx(1.52 * eps, abs=0.01)
-    with pytest.raises(AssertionError):
-        check_spend(model, rec, eps, d, X, bounds)
+    with pytest.raises(PlanExceededError, match=r"1\.52"):
+        DPLloyd(n_clusters=3, epsilon=eps, bounds=bounds, n_iter=2, random_state=0).fit(X)
+    assert rec.draws == []
+
+
+def test_the_spend_check_catches_a_swap_inside_the_plan(monkeypatch):
+    """The instrumented check still catches a mis-split that keeps the plan's totals: the
+    release swaps its two line items' epsilons (the sums' scale then implies far more)."""
+    d, eps = 20, 1.0
+    real = lloyd.su_budget_split
+    calls = []
+
+    def swapped_per_release(epsilon, dims, rho=RHO):
+        calls.append(epsilon)
+        count, total_sum = real(epsilon, dims, rho)
+        return (count, total_sum) if len(calls) == 1 else (total_sum, count)
+
+    monkeypatch.setattr(lloyd, "su_budget_split", swapped_per_release)
+    rng = np.random.default_rng(0)
+    bounds = np.tile([0.0, 1.0], (d, 1))
+    X = rng.uniform(0, 1, size=(2000, d))
+    rec = DrawRecorder(monkeypatch)
+    # the release asks its count item for the sums' share: the plan refuses it
+    with pytest.raises(PlanExceededError, match="exceeds the planned"):
+        DPLloyd(n_clusters=3, epsilon=eps, bounds=bounds, n_iter=2, random_state=0).fit(X)
+    assert len(rec.draws) == 1  # drawn, refused before the value was returned or recorded
 
 
 def test_su_budget_split_and_iteration_rule():

@@ -35,6 +35,7 @@ from privclust.privacy import (
     Mechanisms,
     PrivacyReport,
     RandomSource,
+    zcdp_rho_for,
     zcdp_to_approx_dp,
 )
 
@@ -128,7 +129,8 @@ def test_noise_drawn_matches_the_ledger_and_the_plan(monkeypatch, delta, sensiti
     else:
         assert rec.geometric == []
     eps_z = eps - eps_n
-    want_sigma = zcdp_sigma(eps_z, m.delta_, r, T)
+    # rho inverts the ledger's own conversion: the ledger lands on eps, not below it
+    want_sigma = math.sqrt(r * T / (2 * zcdp_rho_for(eps_z, m.delta_)))
     rho_drawn = 0.0
     for s, entry in zip(rec.gaussian, gauss, strict=True):
         assert math.isclose(s, want_sigma, rel_tol=1e-12)
@@ -138,10 +140,11 @@ def test_noise_drawn_matches_the_ledger_and_the_plan(monkeypatch, delta, sensiti
         rho_drawn += r / (2 * s * s)
         assert math.isclose(entry.rho, r / (2 * s * s), rel_tol=1e-12)
     # rho sums to the plan, and the report's total stays within (eps, delta)
-    assert math.isclose(rho_drawn, zcdp_rho(eps_z, m.delta_), rel_tol=1e-9)
+    assert math.isclose(rho_drawn, zcdp_rho_for(eps_z, m.delta_), rel_tol=1e-9)
+    assert rho_drawn > zcdp_rho(eps_z, m.delta_)  # the looser Alg. 2 l. 4 calibration
     assert rep.zcdp_delta == m.delta_
     total = rep.total()
-    assert total.epsilon <= eps * (1 + 1e-9)
+    assert math.isclose(total.epsilon, eps, rel_tol=1e-9)
     assert math.isclose(total.delta, m.delta_)
     assert rep.within_plan()
 
@@ -256,7 +259,8 @@ def test_default_sensitivity_is_add_remove():
     m = DPGaussianMixture(2, epsilon=1.0, delta=1e-6, bounds=(-1, 1), n_iter=2, random_state=0).fit(
         X
     )
-    assert math.isclose(m.sigma_, zcdp_sigma(1.0, 1e-6, add_remove_r(2), 2))
+    want = math.sqrt(add_remove_r(2) * 2 / (2 * zcdp_rho_for(1.0, 1e-6)))
+    assert math.isclose(m.sigma_, want, rel_tol=1e-12)
 
 
 def test_the_audit_catches_too_little_noise():
@@ -301,9 +305,10 @@ def test_private_centre_covariances_one_pass(monkeypatch):
     rep = PrivacyReport("cov", Budget(1.0, 1e-6), zcdp_delta=1e-6)
     mech = Mechanisms(RandomSource(np.random.default_rng(0), "t", False), rep)
     engine = LocalEngine(X, np.tile([-1.0, 1.0], (2, 1)))
-    w, mu, cov, n_hat, sigma = private_centre_covariances(engine, centres, mech, 1.0, 1e-6)
-    assert len(rep.releases) == 1 and math.isclose(rep.releases[0].rho, zcdp_rho(1.0, 1e-6))
-    assert math.isclose(sigma, zcdp_sigma(1.0, 1e-6, add_remove_r(2), 1))
+    rho = zcdp_rho_for(1.0, 1e-6)
+    w, mu, cov, n_hat, sigma = private_centre_covariances(engine, centres, mech, rho)
+    assert len(rep.releases) == 1 and math.isclose(rep.releases[0].rho, rho)
+    assert math.isclose(sigma, math.sqrt(add_remove_r(2) / (2 * rho)), rel_tol=1e-12)
     np.testing.assert_array_equal(mu, centres)
     assert np.all(np.linalg.eigvalsh(cov) > 0) and math.isclose(w.sum(), 1.0)
     assert rep.total().epsilon <= 1.0 + 1e-9
@@ -317,7 +322,8 @@ def test_noise_level_cells_of_the_covariance_pass_get_weight_zero():
     rep = PrivacyReport("cov", Budget(1.0, 1e-6), zcdp_delta=1e-6)
     mech = Mechanisms(RandomSource(np.random.default_rng(0), "t", False), rep)
     engine = LocalEngine(X, np.tile([-1.0, 1.0], (2, 1)))
-    w, _, _, n_hat, sigma = private_centre_covariances(engine, centres, mech, 1.0, 1e-6)
+    w, _, _, n_hat, sigma = private_centre_covariances(engine, centres, mech,
+                                                       zcdp_rho_for(1.0, 1e-6))
     low = n_hat < 2 * sigma
     assert low[4] and not low[:4].any()  # the far corner holds (almost) no records
     assert w[4] == 0.0

@@ -455,33 +455,20 @@ def _build_estimator(name: str, args, bounds: np.ndarray):
     if name == "morse":
         base_name = args.base or _MORSE_DEFAULT_BASE
         # MorseMerging's seed seeds the whole pipeline: the base draws from the same stream
+        # --epsilon and --delta are the pipeline's totals: MorseMerging splits them between the
+        # base and the covariance pass in one plan, exactly as the Python API does.
         morse = MorseMerging(
-            n_clusters=args.n_clusters, epsilon=args.epsilon, random_state=args.seed
+            n_clusters=args.n_clusters, epsilon=args.epsilon, delta=args.delta,
+            random_state=args.seed,
         )
         base_common = dict(epsilon=args.epsilon, bounds=bounds)
         iters = {} if args.iterations is None else {"n_iter": args.iterations}
         if base_name == "mixture":
-            # MorseMerging over a mixture spends nothing itself: --delta is the mixture's.
-            base = DPGaussianMixture(
-                n_components=args.n_components, delta=args.delta, **iters, **base_common
-            )
+            base = DPGaussianMixture(n_components=args.n_components, **iters, **base_common)
         elif base_name == "lloyd":
-            # DPLloyd is pure epsilon-DP: --delta is the covariance pass's.
             base = DPLloyd(n_clusters=args.n_components, **iters, **base_common)
-            morse.set_params(delta=args.delta)
         else:
-            # Both DPM and the covariance pass spend delta; split the total like epsilon so that
-            # the run spends what --delta says, not twice it.
-            share = float(morse.covariance_share)
-            base_delta = cov_delta = None
-            if args.delta is not None:
-                base_delta, cov_delta = (1.0 - share) * args.delta, share * args.delta
-            base = DPM(
-                delta=base_delta,
-                max_depth=_or(args.max_depth, _DPM_DEFAULT_MAX_DEPTH),
-                **base_common,
-            )
-            morse.set_params(delta=cov_delta)
+            base = DPM(max_depth=_or(args.max_depth, _DPM_DEFAULT_MAX_DEPTH), **base_common)
         return morse.set_params(base_estimator=base)
     raise AssertionError(f"no estimator for algorithm {name!r}")  # ALGORITHMS is checked first
 

@@ -16,7 +16,7 @@ from sklearn.base import BaseEstimator, ClusterMixin
 
 from .._geometry import nearest_centres
 from ..engine import LocalEngine
-from ..privacy import Accountant, Budget, PrivacyLeakWarning, PrivacyReport
+from ..privacy import Accountant, Budget, PrivacyLeakWarning, PrivacyPlan, PrivacyReport
 
 __all__ = [
     "PrivateClusterMixin",
@@ -172,6 +172,47 @@ class PrivateClusterMixin(ClusterMixin, BaseEstimator):
         if not isinstance(acc, Accountant):
             raise TypeError("accountant must be a privclust.Accountant or None")
         return acc
+
+    # ------------------------------------------------------------------ the privacy plan
+    def _open_plan(self, epsilon: float, delta: float | None):
+        """The fit's :class:`~privclust.privacy.PrivacyPlan` and its accountant.
+
+        The plan's total comes from the parameters alone and is checked against the accountant
+        here, before any data is read (``delta=None``: the delta rule's cap). Inside a composite
+        fit (Morse merging) the estimator is given a part of the composite's plan instead, and
+        the composite's accountant holds the whole (``accountant`` is then None)."""
+        part = getattr(self, "_plan_part", None)
+        if part is not None:
+            return part, None
+        name = type(self).__name__
+        plan = PrivacyPlan(name, epsilon, delta)
+        accountant = self._accountant()
+        accountant.check(plan.reserved(), name)
+        return plan, accountant
+
+    @staticmethod
+    def _reserve_plan(plan, accountant, label: str) -> None:
+        """Check that the line items add up to the budget and book it (still before any
+        noise is drawn). With the delta rule, the booking is lowered to the chosen delta."""
+        plan.validate()
+        if accountant is None:
+            return
+        handle = accountant.reserve(plan.reserved(), label)
+        if plan.delta_rule:
+            plan.on_delta_resolved(lambda actual: accountant.settle(handle, actual))
+
+    @staticmethod
+    def _close_plan(plan, report, accountant) -> None:
+        """The end of every fit: the report states the plan and what was left unspent, and the
+        ledger is checked against the plan."""
+        report.planned = plan.planned()
+        report.unspent = plan.unspent()
+        if plan.delta_note and plan.delta_note not in report.notes:
+            report.notes.append(plan.delta_note)
+        report.notes += [n for n in plan.notes if n not in report.notes]
+        plan.check_ledger(report)
+        if accountant is not None:
+            accountant.attach(report)
 
     def _make_engine(self, X, bounds) -> LocalEngine:
         engine = LocalEngine(X, bounds)

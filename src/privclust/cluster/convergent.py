@@ -79,7 +79,7 @@ import numbers
 import numpy as np
 
 from .._geometry import group_column_sums
-from ..privacy import Budget, Mechanisms, public_unit_directions, resolve_random_state
+from ..privacy import Mechanisms, public_unit_directions, resolve_random_state
 from ._base import (
     PrivateClusterMixin,
     check_bounds,
@@ -92,6 +92,7 @@ from .lloyd import (
     finish_centre_fit,
     kmeans_cost,
     noisy_centroids,
+    plan_centroid_items,
     sphere_packing_init,
 )
 
@@ -266,9 +267,7 @@ class _ConvergentKMeans(PrivateClusterMixin):
         eps, k, T, lap_share, m, shares = self._check_common()
         extra = self._extra_params()
         name = type(self).__name__
-        accountant = self._accountant()
-        plan = Budget(eps, 0.0)
-        accountant.check(plan, name)  # before any data is read
+        plan, accountant = self._open_plan(eps, 0.0)  # checked before any data is read
         X = check_data(X)
         bounds = check_bounds(self.bounds, X.shape[1])
         faithful = self.variant == "faithful"
@@ -278,18 +277,30 @@ class _ConvergentKMeans(PrivateClusterMixin):
                 f"X has only {X.shape[0]}"
             )
         source = resolve_random_state(self.random_state)
-        accountant.reserve(plan, name)
-
-        engine = self._make_engine(X, bounds)
-        report = self._start_report(plan, source)
-        mech = Mechanisms(source, report)
-        gen = source.generator
         d = X.shape[1]
+        eps = plan.epsilon
         eps_lap = lap_share * eps
         eps_it = (eps - eps_lap) / T
         if faithful:
             # the exact steps take no budget: the whole iteration budget is epsilon^exp
             eps_zone, eps_parts = 0.0, {"em": eps_it}
+        else:
+            eps_zone = shares[0] * eps_it
+            eps_parts = dict(zip(self._PART_NAMES, shares[1:] * eps_it, strict=True))
+        zone_items = None
+        if not faithful:
+            zone_items = plan_centroid_items(plan, "convergent-zone centres", eps_zone * T, d)
+        if "sub" in eps_parts:
+            plan.add("sub-cluster sizes", "two-sided geometric", "pure", eps_parts["sub"] * T)
+        plan.add("centroid choice", "exponential", "pure", eps_parts["em"] * T)
+        lap_items = plan_centroid_items(plan, "final Laplace step", eps_lap, d)
+        self._reserve_plan(plan, accountant, name)
+
+        engine = self._make_engine(X, bounds)
+        report = self._start_report(plan.reserved(), source)
+        mech = Mechanisms(source, report, plan)
+        gen = source.generator
+        if faithful:
             report.notes.append(
                 "variant='faithful': 002 as printed, NOT differentially private (NOTES 17): "
                 "records as initial centroids, zones from exact Lloyd centroids, published"
@@ -297,8 +308,6 @@ class _ConvergentKMeans(PrivateClusterMixin):
                    if name == "SubClustering" else "")
             )
         else:
-            eps_zone = shares[0] * eps_it
-            eps_parts = dict(zip(self._PART_NAMES, shares[1:] * eps_it, strict=True))
             report.notes.append(
                 "variant='private': Lemma 1's invariant holds w.r.t. the released noisy Lloyd "
                 "centroids (convergent_zones_), not w.r.t. the exact ones"
@@ -328,7 +337,8 @@ class _ConvergentKMeans(PrivateClusterMixin):
                 )
             else:
                 z, _, _ = noisy_centroids(mech, counts, sums, prev, bounds, eps_zone,
-                                          label=f"convergent-zone centres, iteration {t}")
+                                          label=f"convergent-zone centres, iteration {t}",
+                                          items=zone_items)
             r = np.linalg.norm(z - prev, axis=1)
             cand, valid = self._candidates(ctx, prev, z, r, t)
             cand = np.clip(cand, bounds[:, 0], bounds[:, 1])  # keeps ||x - z|| (z in the box)
@@ -341,6 +351,7 @@ class _ConvergentKMeans(PrivateClusterMixin):
                 note="exponential mechanism, factor 2; q = J(C, z) - J(C, x); sensitivity "
                 "max |(x - z).(2y - x - z)| over candidates x and y in the bounds"
                 + (" (as printed: the zone itself is exact)" if faithful else ""),
+                item="centroid choice",
             )
             prev = cand[np.arange(k), choice]
             history.append(prev)
@@ -350,10 +361,11 @@ class _ConvergentKMeans(PrivateClusterMixin):
         counts, sums, sq = engine.nearest_centre_moments(prev)
         costs.append(kmeans_cost(prev, counts, sums, sq))
         centres, n_hat, _ = noisy_centroids(mech, counts, sums, prev, bounds, eps_lap,
-                                            label="converged Lloyd centroids (Laplace step)")
+                                            label="converged Lloyd centroids (Laplace step)",
+                                            items=lap_items)
         self.convergent_zones_ = (np.stack(zone_c), np.stack(zone_r))
         return finish_centre_fit(self, X, bounds, centres, n_hat, history, costs, report,
-                                 accountant)
+                                 plan, accountant)
 
 
 _COMMON_DOC = """
@@ -522,6 +534,7 @@ class SubClustering(_ConvergentKMeans):
             exact.ravel(), ctx["eps"]["sub"],
             target=f"sub-cluster sizes in the convergent zones, iteration {t}",
             note="records of C_i strictly inside zone i, per nearest sub-centre; disjoint cells",
+            item="sub-cluster sizes",
         ).reshape(k, K)
         # post-processing of the released sizes: draw a sub-cluster proportionally to them
         w = np.maximum(noisy, 0).astype(float)

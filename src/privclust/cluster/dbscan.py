@@ -18,7 +18,14 @@ from scipy import ndimage
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
-from ..privacy import Budget, Mechanisms, PrivacyReport, Release, resolve_random_state
+from ..privacy import (
+    NOISY_N_SHARE,
+    Budget,
+    Mechanisms,
+    PrivacyReport,
+    Release,
+    resolve_random_state,
+)
 from ..privacy.histogram import (
     NOISES,
     neighbourhood_noise_bounds,
@@ -59,7 +66,7 @@ DEFAULT_BETA = 1e-6
 DEFAULT_BETA_CELL = 0.5
 #: Share of epsilon spent on a noisy record count when one is needed (sparse threshold and the
 #: dense/sparse choice, NOTES item 14).
-DEFAULT_N_BUDGET_SHARE = 0.05
+DEFAULT_N_BUDGET_SHARE = NOISY_N_SHARE
 #: ``histogram="auto"`` uses the dense histogram without looking at n up to this many cells:
 #: dense is the more accurate histogram (no threshold) and costs well under a second here, so
 #: no budget needs to go into a noisy n.
@@ -605,9 +612,7 @@ class DPDBSCAN(PrivateClusterMixin):
     def fit(self, X, y=None):
         """Release the spans of X privately. ``y`` is ignored (scikit-learn compatibility)."""
         epsilon, alpha, min_pts, eta, beta, share, shift = self._check_params()
-        accountant = self._accountant()
-        plan = Budget(epsilon, 0.0)
-        accountant.check(plan, "DPDBSCAN")  # before any data is read
+        plan, accountant = self._open_plan(epsilon, 0.0)  # checked before any data is read
         X = check_data(X)
         d = X.shape[1]
         bounds = check_bounds(self.bounds, d)
@@ -646,10 +651,13 @@ class DPDBSCAN(PrivateClusterMixin):
                 )
 
         source = resolve_random_state(self.random_state)
-        accountant.reserve(plan, "DPDBSCAN")
+        if need_n:
+            plan.add("record count n", "two-sided geometric", "pure", eps_n)
+        plan.add("cell counts", f"{noise} histogram", "pure", eps_hist)
+        self._reserve_plan(plan, accountant, "DPDBSCAN")
         engine = self._make_engine(X, bounds)
-        report = self._start_report(plan, source)
-        mech = Mechanisms(source, report)
+        report = self._start_report(plan.reserved(), source)
+        mech = Mechanisms(source, report, plan)
 
         # the only read of the data: a group-by on integer cell keys (engine)
         cells, counts = engine.cell_counts(grid.origin, np.full(d, grid.width))
@@ -663,6 +671,7 @@ class DPDBSCAN(PrivateClusterMixin):
                     eps_n,
                     target="record count n (sparse threshold and dense/sparse choice)",
                     note="noisy n, never the exact n (NOTES 14)",
+                    item="record count n",
                 )[0]
             )
             if mode == "auto":
@@ -679,6 +688,7 @@ class DPDBSCAN(PrivateClusterMixin):
                 eps_hist,
                 noise=noise,
                 target=f"cell counts, all {n_cells} cells (dense histogram)",
+                item="cell counts",
             )
             del dense
             g_lo, g_hi = neighbourhood_noise_bounds(noise, eps_hist, beta, kappa_core, n_cells)
@@ -693,6 +703,7 @@ class DPDBSCAN(PrivateClusterMixin):
                 threshold,
                 noise=noise,
                 target=f"cell counts >= threshold, of {n_cells} cells (sparse histogram)",
+                item="cell counts",
             )
             del keys, counts
             g_lo, g_hi = neighbourhood_noise_bounds(
@@ -771,7 +782,7 @@ class DPDBSCAN(PrivateClusterMixin):
         self.bounds_ = bounds
         self.guarantee_ = self._guarantee()
         self.privacy_report_ = report
-        accountant.attach(report)
+        self._close_plan(plan, report, accountant)
         self.labels_ = self._lookup(X)  # X is validated; the raw input, not the clipped copy
         return self
 

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import math
 import numbers
-import warnings
 from functools import lru_cache
 
 import numpy as np
 from scipy import integrate, optimize
 
-from ..privacy import Budget, Mechanisms, count_offset, resolve_random_state
+from ..privacy import Mechanisms, count_offset, resolve_random_state
 from ._base import (
     PrivateClusterMixin,
     check_bounds,
@@ -65,6 +64,14 @@ def _fraction_from_percentile(p_hat: float, n_hat: float, sigmas) -> float:
     else:  # the candidate whose predicted percentile is closest
         sigma = float(sigmas[np.argmin(np.abs(sigmas * c / n_ref - p_hat))])
     return float(np.clip(sigma / 2.0, 1.0 / _MAX_BINS, 0.5))
+
+
+def _has_item(plan, name: str) -> bool:
+    try:
+        plan.item(name)
+    except Exception:  # PlanExceededError: no such item
+        return False
+    return True
 
 
 def _level_shares(total: float, n_levels: int) -> np.ndarray:
@@ -253,74 +260,78 @@ class DPM(PrivateClusterMixin):
         return eps, delta, int(depth), t, q, alpha, shares, dshares, sigmas
 
     # ------------------------------------------------------------------ fit
+    def _plan_items(self, plan, depth, shares, dshares, adaptive) -> None:
+        """DPM's line items, from the parameters alone (``budget_split`` read as totals over
+        levels, Sec. 3.3 weights per level)."""
+        eps = plan.epsilon
+        eps_int, eps_cnt, eps_exp, eps_avg = eps * shares
+        if adaptive:
+            for level, e in enumerate(_level_shares(eps_int, depth)):
+                plan.add(f"interval size, level {level}", "exponential (quantile)", "pure", e)
+        else:
+            plan.add("interval size", "exponential (quantile)", "pure", eps_int)
+        for level, e in enumerate(_level_shares(eps_cnt, depth + 1)):
+            plan.add(f"record count, level {level}", "two-sided geometric", "pure", e)
+            if self.count_shift:
+                plan.add(f"count shift, level {level}", "failure probability", "approx", 0.0,
+                         dshares[0] / (depth + 1))
+        for level, e in enumerate(_level_shares(eps_exp, depth) if depth else []):
+            plan.add(f"split choice, level {level}", "exponential", "pure", e)
+        plan.add("leaf averages", "gaussian (analytic)", "approx", eps_avg,
+                 dshares[1] if self.count_shift else 1.0)
+
     def fit(self, X, y=None):
         """Cluster X privately. ``y`` is ignored (present for scikit-learn compatibility)."""
         eps, delta, depth, t, q, alpha, shares, dshares, sigmas = self._check_params()
-        accountant = self._accountant()
-        # The plan depends on the parameters only: check it before any data is read.
-        plan = Budget(eps, delta if delta is not None else 0.0)
-        accountant.check(plan, "DPM")
+        # The plan depends on the parameters only: checked before any data is read.
+        plan, accountant = self._open_plan(eps, delta)
         X = check_data(X)
         bounds = check_bounds(self.bounds, X.shape[1])
         source = resolve_random_state(self.random_state)
-        accountant.reserve(plan, "DPM")
+        adaptive = bool(self.adaptive_intervals) and depth > 1
+        self._plan_items(plan, depth, shares, dshares, adaptive)
+        self._reserve_plan(plan, accountant, "DPM")
 
         engine = self._make_engine(X, bounds)
-        report = self._start_report(plan, source)
-        mech = Mechanisms(source, report)
+        report = self._start_report(plan.reserved(), source)
+        mech = Mechanisms(source, report, plan)
         d = X.shape[1]
         lo, hi = bounds[:, 0], bounds[:, 1]
         width = hi - lo
 
-        eps_int, eps_cnt, eps_exp, eps_avg = eps * shares
-        eps_cnt_lvl = _level_shares(eps_cnt, depth + 1)
-        eps_exp_lvl = _level_shares(eps_exp, depth) if depth > 0 else np.zeros(0)
+        eps_cnt_lvl = [plan.item(f"record count, level {i}").epsilon for i in range(depth + 1)]
+        eps_exp_lvl = [plan.item(f"split choice, level {i}").epsilon for i in range(depth)]
 
-        # Level-0 count (Alg. 1 l. 6). Its delta share is filled in once delta is known.
+        # Level-0 count (Alg. 1 l. 6); with delta=None it also fixes delta (the delta rule).
         n_hat0 = int(mech.count([engine.count(engine.root())[0]], eps_cnt_lvl[0],
-                                target="record count, level 0 (root)")[0])
-        root_release = report.releases[-1]
-        if delta is None:
-            n_ref = max(n_hat0, 2)
-            delta = 1.0 / (n_ref * math.sqrt(n_ref))
-            eps_left, delta_left = accountant.remaining
-            delta = min(delta, delta_left * 0.999999) if math.isfinite(eps_left) else delta
-            if not delta > 0:
-                raise ValueError("the shared accountant has no delta left for DPM")
-            accountant.reserve(Budget(0.0, delta), "DPM (delta chosen from the noisy count)")
-            report.planned = Budget(eps, delta)
-            report.notes.append(
-                f"delta=None: delta = 1/(n_hat^1.5) = {delta:.3g} from the released root count"
-            )
-            if delta > 1e-4:  # small data: the default gives a weak guarantee; say so
-                warnings.warn(
-                    f"delta=None chose delta = {delta:.3g} from the noisy count (n_hat = "
-                    f"{n_hat0}): a weak guarantee for so few records; pass delta explicitly",
-                    UserWarning,
-                    stacklevel=2,
-                )
+                                target="record count, level 0 (root)",
+                                item="record count, level 0")[0])
+        plan.resolve_delta(n_hat0, "the released root count (no extra release)")
         if self.count_shift:  # the paper's shifted count (eq. 1, NOTES 8)
-            delta_cnt_lvl = delta * dshares[0] / (depth + 1)
-            delta_avg = delta * dshares[1]
+            delta_cnt_lvl = plan.item("count shift, level 0").delta
             lambdas = np.array([count_offset(e, delta_cnt_lvl) for e in eps_cnt_lvl])
+            mech.account("shifted count fails its bound, level 0", item="count shift, level 0",
+                         delta=delta_cnt_lvl, note="P(noise >= lambda), NOTES 8")
         else:  # sensitivity from the released count (NOTES 10b): no delta for the counts
-            delta_cnt_lvl, delta_avg = 0.0, delta
+            delta_cnt_lvl = 0.0
             lambdas = np.zeros(depth + 1)
-        root_release.delta = delta_cnt_lvl
         tau_e = (
             float(self.min_cluster_size)
             if self.min_cluster_size is not None
             else max(n_hat0, 0) / 2.0**depth
         )
 
-        adaptive = bool(self.adaptive_intervals) and depth > 1
-        eps_int_lvl = _level_shares(eps_int, depth) if adaptive else np.array([eps_int])
-        beta = self._interval_size(engine, mech, eps_int_lvl[0], n_hat0, sigmas, width)
+        eps_int_lvl = (np.array([plan.item(f"interval size, level {i}").epsilon
+                                 for i in range(depth)]) if adaptive else None)
+        beta = self._interval_size(engine, mech, n_hat0, sigmas, width, adaptive)
         n_splits = int(np.ceil(np.max(width / beta) - 1e-9))
         tree = self._grow(engine, mech, beta, n_splits, lo, hi, n_hat0, depth, tau_e,
                           lambdas, eps_cnt_lvl, eps_exp_lvl, delta_cnt_lvl, t, q, alpha,
-                          eps_int_lvl if adaptive else None, sigmas)
-        centres, sizes = self._leaf_averages(engine, mech, tree, eps_avg, delta_avg, depth)
+                          eps_int_lvl, sigmas)
+        self._move_unreached_levels(plan, depth, adaptive)
+        avg = plan.item("leaf averages")
+        centres, sizes = self._leaf_averages(engine, mech, tree, avg.epsilon, avg.delta, depth)
+        self._close_plan(plan, report, accountant)
 
         self.cluster_centers_ = centres
         self.cluster_sizes_ = sizes
@@ -329,18 +340,40 @@ class DPM(PrivateClusterMixin):
         self.interval_size_ = beta
         self.n_split_candidates_ = n_splits
         self.min_cluster_size_ = tau_e
-        self.delta_ = delta
+        self.delta_ = plan.require_delta()
         self.n_features_in_ = d
         self.privacy_report_ = report
-        accountant.attach(report)
         del engine, mech  # release the clipped copy before labelling
         # Post-processing: the private model applied to the training data.
         self.labels_ = nearest_centre(X, centres)
         return self
 
+    @staticmethod
+    def _move_unreached_levels(plan, depth, adaptive) -> None:
+        """Levels the tree never reached go to the leaf averages.
+
+        Sound by adaptive composition: the first level with no split is a function of released
+        values (noisy counts and splits), the leaf averages run after it, and on every path the
+        epsilons and deltas spent add up to at most the plan's total (the basic-composition
+        privacy filter, Rogers et al. 2016). The levels' own shares (Sec. 3.3) are unchanged
+        for the levels the tree did reach."""
+        names = [f"split choice, level {i}" for i in range(depth)]
+        names += [f"record count, level {i}" for i in range(1, depth + 1)]
+        names += [f"count shift, level {i}" for i in range(1, depth + 1)]
+        if adaptive:
+            names += [f"interval size, level {i}" for i in range(1, depth)]
+        names = [n for n in names if _has_item(plan, n)]
+        unused = [n for n in names if not plan.item(n).spent_epsilon
+                  and not plan.item(n).spent_delta]
+        if unused:
+            plan.move_unspent(unused, "leaf averages",
+                              "levels the tree never reached; the leaf averages follow them")
+
     # ------------------------------------------------------------------ Alg. 2
-    def _interval_size(self, engine, mech, eps_int, n_hat0, sigmas, width):
+    def _interval_size(self, engine, mech, n_hat0, sigmas, width, adaptive=False):
         d = engine.n_features
+        item = "interval size, level 0" if adaptive else "interval size"
+        eps_int = mech.plan.item(item).epsilon
         gaps = engine.neighbour_gaps().T  # (d, n-1) float32, C-contiguous, ours to modify
         gaps /= width.astype(gaps.dtype)[:, None]  # fractions of each public range
         p_hat = mech.quantile(
@@ -349,11 +382,12 @@ class DPM(PrivateClusterMixin):
             sensitivity=(2.0 - _GAP_PERCENTILE) * d,
             target="65th percentile of neighbour gaps (interval size)",
             note="gaps of all features pooled, each over its public range; Alg. 2, NOTES 5",
-            log_scale=True,
+            log_scale=True, item=item,
         )
         return _fraction_from_percentile(p_hat, n_hat0, sigmas) * width
 
-    def _node_interval_sizes(self, engine, mech, grouping, rows, n_hat, box_w, eps, sigmas):
+    def _node_interval_sizes(self, engine, mech, grouping, rows, n_hat, box_w, eps, sigmas,
+                             level):
         """Adaptive variant: a private interval size per node, relative to its box (001)."""
         d = engine.n_features
         gaps, gid = engine.group_neighbour_gaps(grouping)
@@ -365,7 +399,7 @@ class DPM(PrivateClusterMixin):
             sensitivity=(2.0 - _GAP_PERCENTILE) * d,
             target="65th percentile of neighbour gaps per node (adaptive interval size)",
             note="one quantile per node; nodes are disjoint; 001 Conclusion",
-            log_scale=True, floor_atom=1.0,
+            log_scale=True, floor_atom=1.0, item=f"interval size, level {level}",
         )
         frac = np.array([
             _fraction_from_percentile(p, n, sigmas) for p, n in zip(p_hat, n_hat, strict=True)
@@ -398,7 +432,7 @@ class DPM(PrivateClusterMixin):
                 if rows0.size:
                     node_beta[rows0] = self._node_interval_sizes(
                         engine, mech, grouping, rows0, n_hat[rows0], box_hi - box_lo,
-                        eps_int_lvl[level], sigmas)
+                        eps_int_lvl[level], sigmas, level)
                 n_bins = int(np.ceil(np.max((box_hi - box_lo) / node_beta) - 1e-9))
                 origin = box_lo
             else:  # one grid over the public bounds (Alg. 1)
@@ -428,6 +462,7 @@ class DPM(PrivateClusterMixin):
                 target=f"split choice, level {level}",
                 note="exponential mechanism, factor 2; sensitivity (t/q+alpha)/(n_hat-lambda)"
                 + (" with lambda = 0 (released count, NOTES 10b)" if not lambdas[level] else ""),
+                item=f"split choice, level {level}",
             )
             feat = choice // n_bins
             thr = cand[rows, feat, choice % n_bins]  # a + (i mod numSplits + 0.5) beta, NOTES 6
@@ -444,8 +479,12 @@ class DPM(PrivateClusterMixin):
             children = engine.regroup(grouping, feature, threshold, left, right, 2 * rows.size)
             child_hat = mech.count(
                 engine.count(children), eps_cnt_lvl[level + 1],
-                target=f"record count, level {level + 1}", delta=delta_cnt_lvl,
+                target=f"record count, level {level + 1}", item=f"record count, level {level + 1}",
             )
+            if delta_cnt_lvl:
+                mech.account(f"shifted count fails its bound, level {level + 1}",
+                             item=f"count shift, level {level + 1}", delta=delta_cnt_lvl,
+                             note="P(noise >= lambda), NOTES 8")
             keep = (child_hat[0::2] >= tau_e) & (child_hat[1::2] >= tau_e)
             next_active = []
             relabel = np.full(2 * rows.size, -1)
@@ -528,6 +567,7 @@ class DPM(PrivateClusterMixin):
             sums, half_diag, eps_avg, delta_avg,
             target="sum of (x - box centre) per leaf",
             note="DP-AVG; L2 sensitivity = leaf box half-diagonal; leaves are disjoint",
+            item="leaf averages",
         )
         centres = np.clip(mid + noisy / np.maximum(n_hat, 1.0)[:, None], box_lo, box_hi)
         out = np.empty_like(centres)

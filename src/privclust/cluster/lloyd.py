@@ -14,7 +14,7 @@ import numbers
 
 import numpy as np
 
-from ..privacy import Budget, Mechanisms, resolve_random_state
+from ..privacy import NOISY_N_SHARE, Mechanisms, resolve_random_state
 from ._base import (
     PrivateClusterMixin,
     check_bounds,
@@ -34,7 +34,6 @@ __all__ = [
 SU_RHO = 0.225  # Su et al.'s coordinate constant rho (the value diffprivlib also uses)
 SU_MAX_ITER = 7  # Su et al.: at most 7 iterations ...
 SU_MIN_ITER = 2  # ... and at least 2
-N_HAT_SHARE = 0.05  # share of epsilon for the noisy n behind the iteration rule (n_iter=None)
 
 
 def su_budget_split(epsilon: float, d: int, rho: float = SU_RHO) -> tuple[float, float]:
@@ -112,7 +111,7 @@ def sphere_packing_init(generator: np.random.Generator, bounds: np.ndarray, k: i
 
 
 def noisy_centroids(mech: Mechanisms, counts, sums, fallback, bounds, epsilon: float, *,
-                    label: str):
+                    label: str, items: tuple[str, str] | None = None):
     """One DP-Lloyd release: noisy sizes and noisy sums of ``k`` disjoint clusters.
 
     The sums are taken of ``u = (x - mid) / half`` (``mid``, ``half``: centre and half-width of
@@ -120,7 +119,8 @@ def noisy_centroids(mech: Mechanisms, counts, sums, fallback, bounds, epsilon: f
     ``d`` under add/remove, released with one Laplace mechanism at ``eps_sum``; the sizes get
     two-sided geometric noise at ``eps_count`` (:func:`su_budget_split` of ``epsilon``). The
     clusters are disjoint, so each release is one batch (parallel composition) and the pair
-    costs ``epsilon``.
+    costs ``epsilon``. ``items`` names the plan's line items for the sizes and the sums
+    (see :func:`plan_centroid_items`).
 
     Post-processing: ``centre = mid + half * clip(sum_hat / n_hat, -1, 1)`` where the noisy size
     ``n_hat >= 1``, else ``fallback`` (the previous centre). Returns ``(centres, n_hat,
@@ -133,16 +133,28 @@ def noisy_centroids(mech: Mechanisms, counts, sums, fallback, bounds, epsilon: f
     mid, half = (lo + hi) / 2.0, (hi - lo) / 2.0
     eps_count, eps_sum = su_budget_split(epsilon, d)
     unit = (sums - counts[:, None] * mid) / half
+    count_item, sum_item = items if items is not None else (None, None)
     n_hat = mech.count(counts, eps_count, target=f"cluster sizes, {label}",
-                       note="Su et al. split: count share cbrt(4 d rho^2) / (d + cbrt(...))")
+                       note="Su et al. split: count share cbrt(4 d rho^2) / (d + cbrt(...))",
+                       item=count_item)
     s_hat = mech.laplace(
         unit, float(d), eps_sum, target=f"cluster sums of (x - mid) / half-width, {label}",
-        note="L1 sensitivity d: a clipped record adds a vector in [-1, 1]^d",
+        note="L1 sensitivity d: a clipped record adds a vector in [-1, 1]^d", item=sum_item,
     )
     ok = n_hat >= 1
     mean = np.clip(s_hat / np.maximum(n_hat, 1)[:, None], -1.0, 1.0)
     centres = np.where(ok[:, None], mid + half * mean, np.asarray(fallback, dtype=float))
     return centres, n_hat, s_hat
+
+
+def plan_centroid_items(plan, name: str, epsilon: float, d: int) -> tuple[str, str]:
+    """Add the two line items of a series of :func:`noisy_centroids` releases worth
+    ``epsilon`` in total (Su et al.'s split between sizes and sums); returns their names."""
+    eps_count, eps_sum = su_budget_split(epsilon, d)
+    names = (f"cluster sizes, {name}", f"cluster sums, {name}")
+    plan.add(names[0], "two-sided geometric", "pure", eps_count)
+    plan.add(names[1], "laplace", "pure", eps_sum)
+    return names
 
 
 def kmeans_cost(centres, counts, sums, sq_norms) -> float:
@@ -199,7 +211,7 @@ def public_init(init, generator, bounds, k: int) -> tuple[np.ndarray, str]:
     return np.clip(arr, bounds[:, 0], bounds[:, 1]), "user-supplied public centres"
 
 
-def finish_centre_fit(est, X, bounds, centres, sizes, history, costs, report, accountant):
+def finish_centre_fit(est, X, bounds, centres, sizes, history, costs, report, plan, accountant):
     """The end every k-means fit shares: set the released centres and noisy sizes, the
     iteration history and the exact local cost diagnostics (``costs`` gets the cost at the
     released centres), attach the report, and label X (post-processing of the release)."""
@@ -213,7 +225,7 @@ def finish_centre_fit(est, X, bounds, centres, sizes, history, costs, report, ac
     est.cost_history_ = np.asarray(costs)
     est.n_features_in_ = X.shape[1]
     est.privacy_report_ = report
-    accountant.attach(report)
+    est._close_plan(plan, report, accountant)
     est.labels_ = labels
     return est
 
@@ -228,7 +240,7 @@ class DPLloyd(PrivateClusterMixin):
     -----------------
     ``epsilon``-DP (pure) under add/remove-one-record neighbours, by basic composition of
 
-    * with ``n_iter=None``: ``0.05 epsilon`` on a noisy record count (two-sided geometric), used
+    * with ``n_iter=None``: ``0.02 epsilon`` on a noisy record count (two-sided geometric), used
       only to choose the number of iterations ``T`` with Su et al.'s rule
       (:func:`su_iterations`);
     * per iteration, ``eps_t = (epsilon - that share) / T`` split by Su et al.'s analysis
@@ -309,29 +321,31 @@ class DPLloyd(PrivateClusterMixin):
     def fit(self, X, y=None):
         """Cluster X privately. ``y`` is ignored (present for scikit-learn compatibility)."""
         eps, k, max_iter, n_iter = self._check_params()
-        accountant = self._accountant()
-        plan = Budget(eps, 0.0)
-        accountant.check(plan, "DPLloyd")  # before any data is read
+        plan, accountant = self._open_plan(eps, 0.0)  # checked before any data is read
         X = check_data(X)
         bounds = check_bounds(self.bounds, X.shape[1])
         source = resolve_random_state(self.random_state)
         centres, init_desc = public_init(self.init, source.generator, bounds, k)
-        accountant.reserve(plan, "DPLloyd")
+        d = X.shape[1]
+        eps_n = NOISY_N_SHARE * plan.epsilon if n_iter is None else 0.0
+        if n_iter is None:
+            plan.add("record count (iteration rule)", "two-sided geometric", "pure", eps_n)
+        items = plan_centroid_items(plan, "all iterations", plan.epsilon - eps_n, d)
+        self._reserve_plan(plan, accountant, "DPLloyd")
 
         engine = self._make_engine(X, bounds)
-        report = self._start_report(plan, source)
-        mech = Mechanisms(source, report)
-        d = X.shape[1]
+        report = self._start_report(plan.reserved(), source)
+        mech = Mechanisms(source, report, plan)
 
         if n_iter is None:
-            eps_n = N_HAT_SHARE * eps
             n_hat = int(mech.count([engine.count(engine.root())[0]], eps_n,
-                                   target="record count (chooses the number of iterations)")[0])
-            T = su_iterations(eps - eps_n, n_hat, k, d, max_iter)
+                                   target="record count (chooses the number of iterations)",
+                                   item="record count (iteration rule)")[0])
+            T = su_iterations(plan.epsilon - eps_n, n_hat, k, d, max_iter)
             report.notes.append(f"n_iter=None: T = {T} from Su et al.'s rule on n_hat = {n_hat}")
         else:
-            eps_n, T = 0.0, n_iter
-        eps_t = (eps - eps_n) / T
+            T = n_iter
+        eps_t = (plan.epsilon - eps_n) / T
         report.notes.append(f"initialisation: {init_desc} (data-independent)")
 
         history = [centres]
@@ -340,7 +354,7 @@ class DPLloyd(PrivateClusterMixin):
             counts, sums, sq = engine.nearest_centre_moments(centres)
             costs.append(kmeans_cost(centres, counts, sums, sq))
             centres, n_hat_k, _ = noisy_centroids(mech, counts, sums, centres, bounds, eps_t,
-                                                  label=f"iteration {t + 1}")
+                                                  label=f"iteration {t + 1}", items=items)
             history.append(centres)
         return finish_centre_fit(self, X, bounds, centres, n_hat_k, history, costs, report,
-                                 accountant)
+                                 plan, accountant)

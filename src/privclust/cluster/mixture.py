@@ -22,7 +22,7 @@ import numpy as np
 from scipy.special import logsumexp
 
 from ..engine import LocalEngine
-from ..privacy import Budget, Mechanisms, resolve_random_state
+from ..privacy import NOISY_N_SHARE, Mechanisms, resolve_random_state, zcdp_gaussian_sigma
 from ._base import (
     PrivateClusterMixin,
     check_bounds,
@@ -42,7 +42,6 @@ __all__ = [
 ]
 
 _LOG_2PI = math.log(2.0 * math.pi)
-N_HAT_SHARE = 0.02  # share of epsilon for the noisy n behind delta=None (1 / n_hat^1.5)
 
 
 # --------------------------------------------------------------------------- calibration
@@ -206,9 +205,9 @@ def private_centre_covariances(
     engine: LocalEngine,
     centres_u: np.ndarray,
     mech: Mechanisms,
-    epsilon: float,
-    delta: float,
+    rho: float,
     *,
+    item: str | None = None,
     sensitivity: str = "add_remove",
     reg_covar: float = 1e-4,
     label: str = "covariance pass",
@@ -217,9 +216,10 @@ def private_centre_covariances(
 
     Records (in ``[-1, 1]^D``) go to their nearest centre; per centre the count, the sum and the
     upper triangle of ``sum u u^T`` are released with one zCDP Gaussian mechanism (L2
-    sensitivity ``sqrt(r)``, the sigma of Alg. 2 l. 4 with tau = 1, NOTES 21); the cells are
-    disjoint, so the batch costs one rho (parallel composition). The report's ``zcdp_delta``
-    must be set by the caller to ``delta``.
+    sensitivity ``sqrt(r)``, ``sigma = sqrt(r / (2 rho))``); the cells are disjoint, so the
+    batch costs one ``rho`` (parallel composition). ``rho`` is the line item's
+    (:func:`~privclust.privacy.zcdp_rho_for` of its epsilon and delta: the exact inverse of the
+    ledger's conversion).
 
     Post-processing: weights from the noisy counts (negative -> 0, NOTES 20); the means stay the
     public centres; the covariance is the noisy second moment about the centre,
@@ -229,8 +229,7 @@ def private_centre_covariances(
     centres_u = np.asarray(centres_u, dtype=float)
     k, d = centres_u.shape
     r = _choose_r(sensitivity, d)
-    sigma = zcdp_sigma(epsilon, delta, r, 1)
-    rho = zcdp_rho(epsilon, delta)
+    sigma = zcdp_gaussian_sigma(rho, math.sqrt(r))
     counts, sums, moments = engine.nearest_centre_stats(centres_u, second_moments=True)
     noisy = mech.gaussian_zcdp(
         _block(counts, sums, moments),
@@ -239,6 +238,7 @@ def private_centre_covariances(
         target=f"counts, sums and sum u u^T per nearest centre ({label})",
         note=f"Sec. 5.1.2; r = {r} ({sensitivity}); records mapped to [-1, 1]^D by the "
         "public bounds; disjoint cells (parallel composition)",
+        item=item,
     )
     n_hat, s_hat, m_hat = _unblock(noisy, d)
     n_pos = np.maximum(n_hat, 1.0)
@@ -398,9 +398,7 @@ class DPGaussianMixture(PrivateClusterMixin):
     def fit(self, X, y=None):
         """Fit the mixture privately. ``y`` is ignored (scikit-learn compatibility)."""
         eps, delta, k, T = self._check_params()
-        accountant = self._accountant()
-        plan = Budget(eps, delta if delta is not None else 0.0)
-        accountant.check(plan, "DPGaussianMixture")  # before any data is read
+        plan, accountant = self._open_plan(eps, delta)  # checked before any data is read
         X = check_data(X)
         d = X.shape[1]
         bounds = check_bounds(self.bounds, d)
@@ -411,44 +409,40 @@ class DPGaussianMixture(PrivateClusterMixin):
         if not isinstance(init, str):  # a public (K, D) array in original units
             init = (np.asarray(init, dtype=float) - mid) / half
         mu, init_desc = public_init(init, source.generator, unit, k)
-        accountant.reserve(plan, "DPGaussianMixture")
+        need_n = plan.delta is None  # the delta rule needs a released count
+        eps_n = NOISY_N_SHARE * plan.epsilon if need_n else 0.0
+        if need_n:
+            plan.add("record count (delta rule)", "two-sided geometric", "pure", eps_n)
+        plan.add("component statistics, all iterations", "gaussian (zCDP)", "zcdp",
+                 plan.epsilon - eps_n, 1.0)
+        self._reserve_plan(plan, accountant, "DPGaussianMixture")
 
         engine = _unit_engine(X, bounds)
-        report = self._start_report(plan, source)
-        mech = Mechanisms(source, report)
+        report = self._start_report(plan.reserved(), source)
+        mech = Mechanisms(source, report, plan)
 
-        eps_z = eps
-        if delta is None:
-            eps_n = N_HAT_SHARE * eps
+        if need_n:
             n_hat = int(
-                mech.count(
-                    [engine.count(engine.root())[0]], eps_n, target="record count (chooses delta)"
-                )[0]
+                mech.count([engine.count(engine.root())[0]], eps_n,
+                           target="record count (chooses delta)",
+                           item="record count (delta rule)")[0]
             )
-            n_ref = max(n_hat, 2)
-            delta = 1.0 / (n_ref * math.sqrt(n_ref))
-            eps_left, delta_left = accountant.remaining
-            if math.isfinite(eps_left):
-                delta = min(delta, delta_left * 0.999999)
-            if not delta > 0:
-                raise ValueError("the shared accountant has no delta left for DPGaussianMixture")
-            accountant.reserve(Budget(0.0, delta), "DPGaussianMixture (delta from noisy count)")
-            report.planned = Budget(eps, delta)
-            report.notes.append(
-                f"delta=None: delta = 1/(n_hat^1.5) = {delta:.3g} from a noisy count "
-                f"(n_hat = {n_hat}, {N_HAT_SHARE:g} of epsilon)"
-            )
-            eps_z = eps - eps_n
-        report.zcdp_delta = delta
+            plan.resolve_delta(n_hat, f"a noisy count ({NOISY_N_SHARE:g} of epsilon)")
+        block = plan.item("component statistics, all iterations")
+        eps_z, delta = block.epsilon, plan.require_delta()
+        report.zcdp_delta = block.delta
 
         r = _choose_r(self.sensitivity, d)
-        sigma = zcdp_sigma(eps_z, delta, r, T)
-        rho_total = zcdp_rho(eps_z, delta)
+        # rho is the exact inverse of the ledger's conversion at the block's delta, so the
+        # ledger lands on eps_z (Alg. 2 l. 4's formula inverts a looser bound, NOTES 21)
+        rho_total = block.rho
         rho_iter = rho_total / T
+        sigma = zcdp_gaussian_sigma(rho_iter, math.sqrt(r))
         min_count = 2.0 * sigma if self.min_count is None else float(self.min_count)
         report.notes.append(
-            f"zCDP part: eps_z = {eps_z:.6g}, rho = {rho_total:.6g} over {T} iterations, "
-            f"sigma = {sigma:.6g} (Alg. 2 l. 4, NOTES 21; r = {r}, {self.sensitivity})"
+            f"zCDP part: eps_z = {eps_z:.6g} at delta = {block.delta:.3g}, rho = "
+            f"{rho_total:.6g} over {T} iterations, sigma = {sigma:.6g} (r = {r}, "
+            f"{self.sensitivity})"
         )
         report.notes.append(f"initialisation: {init_desc} (data-independent)")
 
@@ -467,6 +461,7 @@ class DPGaussianMixture(PrivateClusterMixin):
                 target=f"counts, sums and sum u u^T per component, iteration {t + 1}",
                 note="hard EM, disjoint components (parallel composition); uncentred "
                 "moments (NOTES 19)",
+                item="component statistics, all iterations",
             )
             n_hat_k, s_hat, m_hat = _unblock(noisy, d)
             active = n_hat_k >= max(min_count, 1.0)
@@ -506,7 +501,7 @@ class DPGaussianMixture(PrivateClusterMixin):
         self.n_iter_ = T
         self.n_features_in_ = d
         self.privacy_report_ = report
-        accountant.attach(report)
+        self._close_plan(plan, report, accountant)
         del engine
         self.labels_ = self.predict(X)
         return self

@@ -26,8 +26,11 @@ from sklearn.base import BaseEstimator, ClusterMixin, clone
 from threadpoolctl import threadpool_limits
 
 from ..privacy import (
+    NOISY_N_SHARE,
+    Accountant,
     Budget,
     Mechanisms,
+    PrivacyPlan,
     PrivacyReport,
     Release,
     resolve_random_state,
@@ -35,7 +38,6 @@ from ..privacy import (
 )
 from ._base import check_bounds, check_data, check_delta, check_epsilon, nearest_centre
 from .mixture import (
-    N_HAT_SHARE,
     DPGaussianMixture,
     _unit_engine,
     _unit_map,
@@ -895,6 +897,18 @@ def _is_mixture(est) -> bool:
     return isinstance(est, DPGaussianMixture)
 
 
+def _releases_sizes(est) -> bool:
+    """True when the base releases noisy cluster sizes the delta rule can use (privclust's
+    centre models do; a fitted model of another kind must show ``cluster_sizes_``)."""
+    if _is_fitted(est):
+        return getattr(est, "cluster_sizes_", None) is not None
+    from .convergent import KMeansGuarantee, SubClustering
+    from .dpm import DPM
+    from .lloyd import DPLloyd
+
+    return isinstance(est, (DPM, DPLloyd, KMeansGuarantee, SubClustering))
+
+
 def _base_bounds(est, d):
     b = getattr(est, "bounds_", None)
     if b is None:
@@ -1151,8 +1165,11 @@ class MorseMerging(ClusterMixin, BaseEstimator):
                     "(Sec. 5.1.2)"
                 )
         source = resolve_random_state(self.random_state)
-        cov_eps = None
+        plan = accountant = None
         seeded_base = False
+        if not fitted or not mixture:
+            plan, accountant, base_part, cov_part = self._open_pipeline_plan(base, fitted,
+                                                                             mixture)
         if not fitted:
             base = clone(base)
             params = base.get_params(deep=False)
@@ -1161,37 +1178,17 @@ class MorseMerging(ClusterMixin, BaseEstimator):
                 # goes on from where it stopped (two equal seeds would replay the same noise)
                 base.set_params(random_state=source.generator)
                 seeded_base = True
-            total = self.epsilon if self.epsilon is not None else params.get("epsilon")
-            if total is None:
-                raise ValueError("the base has no epsilon; pass MorseMerging(epsilon=...)")
-            total = check_epsilon(total)
-            if self.accountant is not None:
-                self.accountant.check(Budget(total, 0.0), "MorseMerging")  # before reading
-                if "accountant" in params:
-                    base.set_params(accountant=self.accountant)
-            if mixture:
-                base.set_params(epsilon=total)
-            else:
-                cov_eps = total * float(self.covariance_share)
-                base.set_params(epsilon=total - cov_eps)
-            base.fit(X)
-        elif not mixture:
-            if self.epsilon is None:
-                raise ValueError(
-                    "the base centre model is already fitted: pass epsilon=... for the private "
-                    "covariance pass (Sec. 5.1.2), or an unfitted base to split one budget"
-                )
-            cov_eps = check_epsilon(self.epsilon)
+            self._fit_base_in_plan(base, base_part, X)
         self.base_estimator_ = base
 
         base_report = getattr(base, "privacy_report_", None)
+        cov_report = None
         if mixture:
             weights = np.asarray(base.weights_, dtype=float)
             means = np.asarray(base.means_, dtype=float)
             covs = np.asarray(base.covariances_, dtype=float)
             d = means.shape[1]
             bounds = _base_bounds(base, d)
-            cov_report = None
         else:
             means = np.asarray(base.cluster_centers_, dtype=float)
             d = means.shape[1]
@@ -1206,11 +1203,13 @@ class MorseMerging(ClusterMixin, BaseEstimator):
             )
             means = _unit_map(bounds)[0] + _unit_map(bounds)[1] * means
             weights, means, covs, cov_report = self._covariance_pass(
-                X, base, means, bounds, cov_eps, source
+                X, base, means, bounds, cov_part, source
             )
         self.privacy_report_ = self._combined_report(
             base, None if seeded_base else base_report, cov_report, source, base_report
         )
+        if plan is not None:
+            self._close_pipeline_plan(plan, fitted, accountant)
         self.weights_, self.means_, self.covariances_ = weights, means, covs
         self.base_assignment_ = "likelihood" if mixture else "nearest"
         self.bounds_ = bounds
@@ -1220,60 +1219,126 @@ class MorseMerging(ClusterMixin, BaseEstimator):
             self.labels_ = self.predict(X)
         return self
 
-    def _covariance_pass(self, X, base, centres, bounds, eps_cov, source):
-        accountant = self.accountant
-        delta = check_delta(self.delta)
-        plan = Budget(eps_cov, delta or 0.0)
-        if accountant is not None:
-            accountant.check(plan, "MorseMerging covariance pass")
+    # ------------------------------------------------------------------ the pipeline's plan
+    def _pipeline_budget(self, base, fitted):
+        """The pipeline's total ``(epsilon, delta)``: MorseMerging's own when given, else the
+        (unfitted) base's. delta None means the delta rule for the whole pipeline."""
+        if fitted:  # only the covariance pass spends here, on top of the base's own release
+            if self.epsilon is None:
+                raise ValueError(
+                    "the base centre model is already fitted: pass epsilon=... for the private "
+                    "covariance pass (Sec. 5.1.2), or an unfitted base to split one budget"
+                )
+            return check_epsilon(self.epsilon), check_delta(self.delta)
+        params = base.get_params(deep=False)
+        total = self.epsilon if self.epsilon is not None else params.get("epsilon")
+        if total is None:
+            raise ValueError("the base has no epsilon; pass MorseMerging(epsilon=...)")
+        delta = self.delta if self.delta is not None else params.get("delta")
+        return check_epsilon(total), check_delta(delta)
+
+    def _open_pipeline_plan(self, base, fitted, mixture):
+        """One plan for the whole pipeline, checked against the accountant before any data is
+        read: the base's part and the covariance pass's part split the user's budget."""
+        eps, delta = self._pipeline_budget(base, fitted)
+        name = f"MorseMerging({type(base).__name__})"
+        plan = PrivacyPlan(name, eps, delta)
+        accountant = self.accountant if self.accountant is not None else Accountant()
+        if not isinstance(accountant, Accountant):
+            raise TypeError("accountant must be a privclust.Accountant or None")
+        accountant.check(plan.reserved(), name)  # before any data is read
+        base_part = cov_part = None
+        if fitted:
+            cov_part = plan.part("covariance pass", 1.0, 1.0)
+        elif mixture:
+            base_part = plan.part("base", 1.0, 1.0)
+        else:
+            share = float(self.covariance_share)
+            base_delta = (1.0 - share) if "delta" in base.get_params(deep=False) else 0.0
+            base_part = plan.part("base", 1.0 - share, base_delta)
+            cov_part = plan.part("covariance pass", share, 1.0 - base_delta)
+        if cov_part is not None:
+            eps_n = 0.0
+            if plan.delta is None and not _releases_sizes(base):
+                eps_n = NOISY_N_SHARE * cov_part.epsilon
+                cov_part.add("record count (delta rule)", "two-sided geometric", "pure", eps_n)
+            cov_part.add("covariance statistics", "gaussian (zCDP)", "zcdp",
+                         cov_part.epsilon - eps_n, 1.0)
+            cov_part.validate()
+        handle = accountant.reserve(plan.reserved(), name)
+        if plan.delta_rule:
+            plan.on_delta_resolved(lambda actual: accountant.settle(handle, actual))
+        return plan, accountant, base_part, cov_part
+
+    @staticmethod
+    def _fit_base_in_plan(base, part, X) -> None:
+        """Fit the base inside its part of the pipeline's plan (its own epsilon, delta and
+        accountant are replaced by the part's, so the parameters say what it spent)."""
+        params = base.get_params(deep=False)
+        new = {"epsilon": part.epsilon}
+        if "delta" in params:
+            new["delta"] = part.delta
+        if "accountant" in params:
+            new["accountant"] = None
+        base.set_params(**new)
+        base._plan_part = part
+        try:
+            base.fit(X)
+        finally:
+            del base._plan_part
+
+    def _close_pipeline_plan(self, plan, fitted, accountant) -> None:
+        report = self.privacy_report_
+        if fitted:  # the base spent before: the plan covers the covariance pass only
+            own = PrivacyReport("pass", plan.planned(), zcdp_delta=report.zcdp_delta,
+                                releases=[r for r in report.releases
+                                          if r.item.startswith("covariance pass")])
+            plan.check_ledger(own)
+            report.planned = self.base_estimator_.privacy_report_.planned + plan.planned()
+        else:
+            plan.check_ledger(report)
+            report.planned = plan.planned()
+        report.unspent = plan.unspent()
+        if plan.delta_note and not any(plan.delta_note in n for n in report.notes):
+            report.notes.insert(0, plan.delta_note)
+        accountant.attach(report)
+
+    def _covariance_pass(self, X, base, centres, bounds, part, source):
         engine = _unit_engine(X, bounds)
         report = PrivacyReport(
             estimator="MorseMerging covariance pass",
-            planned=plan,
+            planned=part.reserved(),
             random_source=source.description,
         )
-        mech = Mechanisms(source, report)
-        eps_z = eps_cov
-        if delta is None:
+        mech = Mechanisms(source, report, part.parent)
+        if part.delta is None:  # the delta rule, from the base's sizes or a noisy count
             sizes = getattr(base, "cluster_sizes_", None)
-            if sizes is not None and np.size(sizes):
+            if _releases_sizes(base) and sizes is not None and np.size(sizes):
                 n_hat = float(np.maximum(np.asarray(sizes, float), 0).sum())
-                how = "the sum of the base's released noisy cluster sizes"
+                how = "the sum of the base's released noisy cluster sizes (no extra release)"
             else:
-                eps_n = N_HAT_SHARE * eps_cov
-                n_hat = float(
-                    mech.count(
-                        [engine.count(engine.root())[0]],
-                        eps_n,
-                        target="record count (chooses delta)",
-                    )[0]
-                )
-                eps_z -= eps_n
-                how = f"a noisy count ({N_HAT_SHARE:g} of the pass's epsilon)"
-            n_ref = max(n_hat, 2.0)
-            delta = 1.0 / (n_ref * math.sqrt(n_ref))
-            report.notes.append(
-                f"covariance pass: delta = 1/n_hat^1.5 = {delta:.3g}, n_hat from {how}"
-            )
-            plan = Budget(eps_cov, delta)
-            report.planned = plan
-        if accountant is not None:
-            accountant.reserve(plan, "MorseMerging covariance pass")
-        report.zcdp_delta = delta
+                item = part._name("record count (delta rule)")
+                n_hat = float(mech.count(
+                    [engine.count(engine.root())[0]], part.parent.item(item).epsilon,
+                    target="record count (chooses delta)", item=item)[0])
+                how = f"a noisy count ({NOISY_N_SHARE:g} of the pass's epsilon)"
+            part.resolve_delta(n_hat, how)
+        block = part.item("covariance statistics")
         mid, half = _unit_map(bounds)
         centres_u = (centres - mid) / half
         w, mu_u, cov_u, n_hat_k, sigma = private_centre_covariances(
             engine,
             centres_u,
             mech,
-            eps_z,
-            delta,
+            block.rho,
+            item=block.name,
             sensitivity=self.covariance_sensitivity,
             reg_covar=float(self.reg_covar),
         )
-        report.notes.append(f"covariance pass: sigma = {sigma:.6g} (Alg. 2 l. 4, tau = 1)")
-        if accountant is not None:
-            accountant.attach(report)
+        report.notes.append(
+            f"covariance pass: epsilon {block.epsilon:.4g} at delta {block.delta:.3g} "
+            f"(rho = {block.rho:.4g}), sigma = {sigma:.6g}"
+        )
         self.covariance_sigma_ = sigma
         self.covariance_counts_ = n_hat_k
         covs = cov_u * half[:, None] * half[None, :]
@@ -1303,6 +1368,7 @@ class MorseMerging(ClusterMixin, BaseEstimator):
                         epsilon=zcdp_to_approx_dp(rho, r.zcdp_delta),
                         delta=r.zcdp_delta,
                         note=f"rho = {rho:.6g} converted at delta = {r.zcdp_delta:.3g}",
+                        item="covariance pass: covariance statistics",
                     )
                 )
             else:

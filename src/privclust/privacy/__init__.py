@@ -10,6 +10,7 @@ from .budget import (
     PrivacyLeakWarning,
     PrivacyReport,
     Release,
+    compose,
     zcdp_to_approx_dp,
 )
 from .histogram import (
@@ -36,9 +37,25 @@ from .mechanisms import (
     two_sided_geometric,
     zcdp_gaussian_sigma,
 )
+from .plan import (
+    DELTA_CAP,
+    NOISY_N_SHARE,
+    LineItem,
+    PlanExceededError,
+    PrivacyPlan,
+    rule_delta,
+    zcdp_rho_for,
+)
 from .rng import RandomSource, public_unit_directions, resolve_random_state
 
 __all__ = [
+    "DELTA_CAP",
+    "NOISY_N_SHARE",
+    "LineItem",
+    "PlanExceededError",
+    "PrivacyPlan",
+    "rule_delta",
+    "zcdp_rho_for",
     "Accountant",
     "Budget",
     "BudgetExceededError",
@@ -47,6 +64,7 @@ __all__ = [
     "PrivacyReport",
     "RandomSource",
     "Release",
+    "compose",
     "classic_gaussian_sigma",
     "count_offset",
     "dense_geometric_histogram",

@@ -36,6 +36,7 @@ __all__ = [
     "PrivacyLeakWarning",
     "PrivacyReport",
     "Release",
+    "compose",
     "zcdp_to_approx_dp",
 ]
 
@@ -101,6 +102,8 @@ class Release:
     n_released: int = 1
     private: bool = True
     note: str = ""
+    #: the plan's line item this release was drawn from
+    item: str = ""
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -141,6 +144,24 @@ def zcdp_to_approx_dp(rho: float, delta: float) -> float:
     return _rdp_to_dp_epsilon(rho, delta)
 
 
+def compose(entries, rho: float = 0.0, zcdp_delta: float = 0.0) -> Budget:
+    """Basic composition of ``(epsilon, delta, rho)`` entries, the zCDP part (the sum of rho)
+    converted once at ``zcdp_delta`` with the tight RDP bound. The ledger
+    (:meth:`PrivacyReport.total`) and the plan (:meth:`~privclust.privacy.PrivacyPlan.total`)
+    both compose with this function, so a plan and its ledger cannot disagree on arithmetic."""
+    eps = delta = 0.0
+    for e, d, r in entries:
+        eps += e
+        delta += d
+        rho += r
+    if rho > 0:
+        if zcdp_delta <= 0:
+            raise ValueError("zCDP releases need the report's zcdp_delta to convert")
+        eps += zcdp_to_approx_dp(rho, zcdp_delta)
+        delta += zcdp_delta
+    return Budget(eps, min(delta, float(np.nextafter(1.0, 0.0))))
+
+
 @dataclass
 class PrivacyReport:
     """The ledger of one fit: every release, the plan and how the total composes."""
@@ -151,6 +172,8 @@ class PrivacyReport:
     zcdp_delta: float = 0.0
     releases: list[Release] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: ``(line item, epsilon left, why)`` for planned budget a fit did not spend
+    unspent: list[tuple[str, float, str]] = field(default_factory=list)
 
     def add(self, release: Release) -> Release:
         self.releases.append(release)
@@ -163,15 +186,8 @@ class PrivacyReport:
 
     def total(self) -> Budget:
         """Sequential composition of the entries (each entry is parallel over disjoint subsets)."""
-        eps = sum(r.epsilon for r in self.releases)
-        delta = sum(r.delta for r in self.releases)
-        rho = sum(r.rho for r in self.releases)
-        if rho > 0:
-            if self.zcdp_delta <= 0:
-                raise ValueError("zCDP releases need the report's zcdp_delta to convert")
-            eps += zcdp_to_approx_dp(rho, self.zcdp_delta)
-            delta += self.zcdp_delta
-        return Budget(eps, delta)
+        return compose(((r.epsilon, r.delta, r.rho) for r in self.releases), 0.0,
+                       self.zcdp_delta)
 
     def within_plan(self) -> bool:
         return self.total().fits_in(self.planned)
@@ -195,27 +211,69 @@ class PrivacyReport:
             "random_source": self.random_source,
             "zcdp_delta": self.zcdp_delta,
             "notes": list(self.notes),
+            "unspent": [{"item": n, "epsilon": e, "reason": w} for n, e, w in self.unspent],
             "releases": [r.to_dict() for r in self.releases],
         }
 
-    def __str__(self) -> str:
+    def summary(self) -> list[str]:
+        """The guarantee, the plan and the spend in plain words (the head of ``str(report)``)."""
         total = self.total()
+        plan = self.planned
+        lines = []
+        if not self.private:
+            lines.append("  NOT PRIVATE: some steps publish exact data (marked below); the "
+                         "epsilon and delta cover only the noisy releases")
+        else:
+            lines.append(
+                f"  guarantee: ({_fmt_eps(total.epsilon)}, {_fmt_delta(total.delta)})-"
+                "differential privacy: adding or removing any one record changes the "
+                f"probability of any output by at most a factor e^{_fmt_eps(total.epsilon)}"
+                + (f", except with probability {total.delta:.3g}" if total.delta else "")
+            )
+        lines.append(
+            f"  planned before the data was read: epsilon={_fmt_eps(plan.epsilon)}, "
+            f"delta={plan.delta:.3g}"
+        )
+        left = plan.epsilon - total.epsilon
+        if abs(left) <= 1e-9 * max(1.0, plan.epsilon):
+            how = "all of the plan"
+        elif left > 0:
+            how = f"{left:.4g} of epsilon left unspent (see 'unspent' below)"
+        else:
+            how = "MORE than planned"
+        lines.append(
+            f"  spent: epsilon={_fmt_eps(total.epsilon)}, delta={total.delta:.3g} ({how})"
+        )
+        return lines
+
+    def __str__(self) -> str:
         lines = [
-            f"Privacy report for {self.estimator} (unit: add/remove one record)",
-            f"  planned  epsilon={self.planned.epsilon:.6g} delta={self.planned.delta:.3g}",
-            f"  spent    epsilon={total.epsilon:.6g} delta={total.delta:.3g}"
-            + ("" if self.private else "   ** NOT PRIVATE: see releases marked private=False **"),
+            f"Privacy report for {self.estimator} (privacy unit: adding or removing one record)",
+            *self.summary(),
             f"  randomness: {self.random_source}",
             f"  {'mechanism':<24}{'released':<44}{'epsilon':>10}{'delta':>11}{'n':>7}",
         ]
         for r in self.releases:
             flag = "" if r.private else "  [NOT PRIVATE]"
+            cost = f"{r.epsilon:>10.4g}" if not r.rho else f"{'rho ' + format(r.rho, '.3g'):>10}"
             lines.append(
-                f"  {r.mechanism:<24}{r.target[:43]:<44}{r.epsilon:>10.4g}{r.delta:>11.3g}"
+                f"  {r.mechanism:<24}{r.target[:43]:<44}{cost}{r.delta:>11.3g}"
                 f"{r.n_released:>7}{flag}"
             )
+        if any(r.rho for r in self.releases):
+            lines.append(f"  zCDP releases (rho) are converted together at delta="
+                         f"{self.zcdp_delta:.3g}")
+        lines += [f"  unspent: {n}: epsilon {e:.4g} ({w})" for n, e, w in self.unspent]
         lines += [f"  note: {n}" for n in self.notes]
         return "\n".join(lines)
+
+
+def _fmt_eps(eps: float) -> str:
+    return f"{eps:.6g}"
+
+
+def _fmt_delta(delta: float) -> str:
+    return f"{delta:.3g}"
 
 
 class Accountant:
@@ -264,9 +322,22 @@ class Accountant:
                 "fit's epsilon/delta or use a fresh Accountant. No data was read."
             )
 
-    def reserve(self, plan: Budget, label: str = "fit") -> None:
+    def reserve(self, plan: Budget, label: str = "fit") -> int:
+        """Check and book ``plan``; returns a handle for :meth:`settle`."""
         self.check(plan, label)
         self.reservations.append((label, plan))
+        return len(self.reservations) - 1
+
+    def settle(self, handle: int, actual: Budget) -> None:
+        """Lower a reservation to what a fit's plan fixed later (the delta rule picks delta from
+        a released count after the cap was reserved). Never raises it. Valid under adaptive
+        composition: every fit's parameters stay within what was reserved on every path (the
+        basic-composition privacy filter, Rogers et al. 2016)."""
+        label, booked = self.reservations[handle]
+        if not actual.fits_in(booked):
+            raise BudgetExceededError(f"{label}: cannot settle {actual} above the reserved "
+                                      f"{booked}")
+        self.reservations[handle] = (label, actual)
 
     def attach(self, report: PrivacyReport) -> None:
         self.reports.append(report)

@@ -370,22 +370,23 @@ def _histogram_release(mechanism, target, epsilon, n_cells, noise, note) -> Rele
 
 
 def release_dense_histogram(mech, counts, epsilon: float, *, noise: str = "geometric",
-                            target: str = "cell counts (dense histogram)", note: str = ""):
+                            target: str = "cell counts (dense histogram)", note: str = "",
+                            item: str | None = None):
     """:func:`dense_histogram` drawn from a :class:`~privclust.privacy.Mechanisms`' generator and
     recorded in its ledger (one batch over all cells: parallel composition, cost epsilon)."""
     out = dense_histogram(mech.rng, counts, epsilon, noise)
     label = "geometric" if noise == "geometric" else "laplace"
-    mech.report.add(_histogram_release(
+    mech.record(_histogram_release(
         f"{label}, dense hist", target, epsilon, np.size(counts), noise,
         note or "noise on every cell of the grid (empty ones included)",
-    ))
+    ), item)
     return out
 
 
 def release_sparse_histogram(mech, keys, counts, n_cells: int, epsilon: float, threshold, *,
                              noise: str = "geometric",
                              target: str = "cell counts (sparse histogram)", note: str = "",
-                             empty_sampling: str = "auto"):
+                             empty_sampling: str = "auto", item: str | None = None):
     """:func:`sparse_histogram` drawn from a :class:`~privclust.privacy.Mechanisms`' generator and
     recorded in its ledger. The entry says that the guarantee holds in the Real-RAM model only
     (NOTES item 15)."""
@@ -394,10 +395,10 @@ def release_sparse_histogram(mech, keys, counts, n_cells: int, epsilon: float, t
     label = "geometric" if noise == "geometric" else "laplace"
     extra = (f"threshold {threshold:.6g}; pure DP in the Real-RAM model only (NOTES 15); "
              f"{out[0].size} of {n_cells} cells released")
-    mech.report.add(_histogram_release(
+    mech.record(_histogram_release(
         f"{label}, sparse hist", target, epsilon, n_cells, noise,
         f"{note}; {extra}" if note else extra,
-    ))
+    ), item)
     return out
 
 

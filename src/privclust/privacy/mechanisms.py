@@ -378,22 +378,42 @@ class Mechanisms:
 
     Each call releases a batch of rows on **disjoint** subsets of the data (parallel
     composition: the batch costs one row's budget); pass one row when the subsets overlap.
+
+    Bound to a :class:`~privclust.privacy.PrivacyPlan`, every call names the line item it draws
+    from (``item=``) and is refused (:class:`~privclust.privacy.PlanExceededError`) past what the
+    item holds, so a fit cannot spend outside its plan. Without a plan (``plan=None``) the
+    calls only record: that form exists for audits of a single mechanism.
     """
 
-    def __init__(self, random_source: RandomSource, report: PrivacyReport):
+    def __init__(self, random_source: RandomSource, report: PrivacyReport, plan=None):
         self.random_source = random_source
         self.rng = random_source.generator
         self.report = report
+        self.plan = plan
+
+    def record(self, release: Release, item: str | None = None) -> Release:
+        """Charge ``release`` to its line item (when bound to a plan) and write it to the
+        ledger. A release past its item raises here, before its noisy value is returned."""
+        if self.plan is not None:
+            if item is None:
+                raise ValueError(f"release {release.target!r} names no line item of the plan")
+            line = self.plan.charge(item, release.epsilon, release.delta, release.rho)
+            if release.rho:
+                self.report.zcdp_delta = line.delta
+        if item is not None:
+            release.item = item
+        return self.report.add(release)
 
     # counts ----------------------------------------------------------------------------
-    def count(self, counts, epsilon: float, *, target: str, delta: float = 0.0, note: str = ""):
+    def count(self, counts, epsilon: float, *, target: str, delta: float = 0.0, note: str = "",
+              item: str | None = None):
         """Integer counts + two-sided geometric noise (sensitivity 1 under add/remove).
 
         ``delta`` is recorded with the release when a later step relies on the count not
         overshooting (DPM's shifted count, NOTES.md item 8); the noise itself is pure epsilon-DP.
         """
         noisy = two_sided_geometric(self.rng, np.asarray(counts, dtype=np.int64), epsilon, 1)
-        self.report.add(
+        self.record(
             Release(
                 "two-sided geometric",
                 target,
@@ -403,16 +423,18 @@ class Mechanisms:
                 scale=1.0 / float(epsilon),
                 n_released=_rows(counts),
                 note=note,
-            )
+            ),
+            item,
         )
         return noisy
 
     # selection -------------------------------------------------------------------------
-    def select(self, scores, sensitivity, epsilon: float, *, target: str, note: str = ""):
+    def select(self, scores, sensitivity, epsilon: float, *, target: str, note: str = "",
+               item: str | None = None):
         """Exponential mechanism (factor 2, NOTES.md item 1) over the last axis of ``scores``."""
         idx = exponential_mechanism(self.rng, scores, sensitivity, epsilon)
         sens = np.asarray(sensitivity, dtype=float)
-        self.report.add(
+        self.record(
             Release(
                 "exponential",
                 target,
@@ -421,25 +443,27 @@ class Mechanisms:
                 scale=float((2.0 * sens / epsilon).max()),
                 n_released=_rows(scores) if np.ndim(scores) == 2 else 1,
                 note=note,
-            )
+            ),
+            item,
         )
         return idx
 
     def quantile(
         self, values, quantile, lo, hi, epsilon, sensitivity, *, target: str, note: str = "",
         log_scale: bool = False, overwrite_input: bool = False, floor_atom: float = 0.0,
+        item: str | None = None,
     ) -> float:
         """Private quantile (exponential mechanism over gaps, Du et al. 2020 Alg. 4.3)."""
         out = private_quantile(
             self.rng, values, quantile, lo, hi, epsilon, sensitivity, log_scale, overwrite_input,
             floor_atom,
         )
-        self._record_quantiles(target, epsilon, sensitivity, 1, note)
+        self._record_quantiles(target, epsilon, sensitivity, 1, note, item)
         return out
 
     def quantiles(
         self, values_list, quantile, lo, hi, epsilon, sensitivity, *, target: str, note: str = "",
-        log_scale: bool = False, floor_atom: float = 0.0,
+        log_scale: bool = False, floor_atom: float = 0.0, item: str | None = None,
     ) -> np.ndarray:
         """One private quantile per array of ``values_list``; the arrays come from disjoint
         subsets (parallel composition: one ledger entry, one epsilon)."""
@@ -448,11 +472,11 @@ class Mechanisms:
                              False, floor_atom)
             for v in values_list
         ])
-        self._record_quantiles(target, epsilon, sensitivity, len(out), note)
+        self._record_quantiles(target, epsilon, sensitivity, len(out), note, item)
         return out
 
-    def _record_quantiles(self, target, epsilon, sensitivity, n_released, note) -> None:
-        self.report.add(
+    def _record_quantiles(self, target, epsilon, sensitivity, n_released, note, item) -> None:
+        self.record(
             Release(
                 "exponential (quantile)",
                 target,
@@ -461,12 +485,14 @@ class Mechanisms:
                 scale=2.0 * float(sensitivity) / float(epsilon),
                 n_released=int(n_released),
                 note=note,
-            )
+            ),
+            item,
         )
 
     # continuous values -----------------------------------------------------------------
     def gaussian(
-        self, values, l2_sensitivity, epsilon: float, delta: float, *, target: str, note=""
+        self, values, l2_sensitivity, epsilon: float, delta: float, *, target: str, note="",
+        item: str | None = None,
     ) -> np.ndarray:
         """values + N(0, sigma^2) per row, sigma from the analytic Gaussian mechanism for each
         row's L2 sensitivity (``l2_sensitivity`` scalar or one per row)."""
@@ -479,7 +505,7 @@ class Mechanisms:
         if values.ndim == 2 and sigma.ndim == 1:
             sigma = sigma[:, None]
         noisy = values + _draw_gaussian(self.rng, sigma, values.shape)
-        self.report.add(
+        self.record(
             Release(
                 "gaussian (analytic)",
                 target,
@@ -489,16 +515,18 @@ class Mechanisms:
                 scale=float(np.max(sigma)) if np.size(sigma) else 0.0,
                 n_released=_rows(values),
                 note=note,
-            )
+            ),
+            item,
         )
         return noisy
 
-    def gaussian_zcdp(self, values, l2_sensitivity, rho: float, *, target: str, note=""):
+    def gaussian_zcdp(self, values, l2_sensitivity, rho: float, *, target: str, note="",
+                      item: str | None = None):
         """values + N(0, sigma^2), sigma = sensitivity / sqrt(2 rho): rho-zCDP."""
         values = np.asarray(values, dtype=float)
         sigma = zcdp_gaussian_sigma(rho, float(l2_sensitivity))
         noisy = values + _draw_gaussian(self.rng, sigma, values.shape)
-        self.report.add(
+        self.record(
             Release(
                 "gaussian (zCDP)",
                 target,
@@ -507,14 +535,16 @@ class Mechanisms:
                 scale=sigma,
                 n_released=_rows(values),
                 note=note,
-            )
+            ),
+            item,
         )
         return noisy
 
-    def laplace(self, values, l1_sensitivity, epsilon: float, *, target: str, note=""):
+    def laplace(self, values, l1_sensitivity, epsilon: float, *, target: str, note="",
+                item: str | None = None):
         """values + Laplace(l1_sensitivity / epsilon): epsilon-DP (floating-point caveat above)."""
         noisy = laplace_noise(self.rng, values, epsilon, l1_sensitivity)
-        self.report.add(
+        self.record(
             Release(
                 "laplace",
                 target,
@@ -523,9 +553,15 @@ class Mechanisms:
                 scale=float(l1_sensitivity) / float(epsilon),
                 n_released=_rows(values),
                 note=note,
-            )
+            ),
+            item,
         )
         return noisy
+
+    def account(self, target: str, *, item: str | None, delta: float, note: str = "") -> None:
+        """Record a cost that draws no noise of its own: the probability that a shifted count
+        fails its bound (DPM's ``count_shift``)."""
+        self.record(Release("failure probability", target, delta=float(delta), note=note), item)
 
     def publish_exact(self, target: str, note: str) -> None:
         """Record a step that a paper publishes without noise: it makes the fit non-private."""
