@@ -136,17 +136,16 @@ def dpl_like_fit(X, bounds, k: int, eps_recorded: float, seed: int) -> np.ndarra
 # ----------------------------------------------------------------------------- part fig3
 def fig3_algorithms(k: int, eps: float, seed: int, max_iter: int = 10):
     T = max_iter
+    common = dict(epsilon=eps, bounds=(0, 1), max_iter=T, random_state=seed)
     out = {
-        "KMG faithful": KMeansGuarantee(k, eps, (0, 1), max_iter=T, variant="faithful",
-                                        random_state=seed),
-        "KMG private": KMeansGuarantee(k, eps, (0, 1), max_iter=T, random_state=seed),
-        "DPLloyd": DPLloyd(k, eps, (0, 1), random_state=seed),
+        "KMG faithful": KMeansGuarantee(k, variant="faithful", **common),
+        "KMG private": KMeansGuarantee(k, **common),
+        "DPLloyd": DPLloyd(k, epsilon=eps, bounds=(0, 1), random_state=seed),
     }
     for ik in INTERNAL_K:
-        out[f"SubC faithful ik={ik}"] = SubClustering(k, eps, (0, 1), max_iter=T, internal_k=ik,
-                                                      variant="faithful", random_state=seed)
-        out[f"SubC private ik={ik}"] = SubClustering(k, eps, (0, 1), max_iter=T, internal_k=ik,
-                                                     random_state=seed)
+        out[f"SubC faithful ik={ik}"] = SubClustering(k, internal_k=ik, variant="faithful",
+                                                      **common)
+        out[f"SubC private ik={ik}"] = SubClustering(k, internal_k=ik, **common)
     return out
 
 
@@ -235,15 +234,16 @@ def run_fig3(eps_grid, runs_override, sets, pool, max_iter=10):
 def synth_algorithms(k, eps, bounds, seed):
     """Name -> constructor (None: the diffprivlib-like function)."""
     return {
-        "DPLloyd": lambda: DPLloyd(k, eps, bounds, random_state=seed),
+        "DPLloyd": lambda: DPLloyd(k, epsilon=eps, bounds=bounds, random_state=seed),
         "dpl_like (same true spend)": None,
         "DPM": lambda: DPM(epsilon=eps, bounds=bounds, random_state=seed),
-        "KMG private": lambda: KMeansGuarantee(k, eps, bounds, random_state=seed),
-        "KMG faithful": lambda: KMeansGuarantee(k, eps, bounds, variant="faithful",
+        "KMG private": lambda: KMeansGuarantee(k, epsilon=eps, bounds=bounds, random_state=seed),
+        "KMG faithful": lambda: KMeansGuarantee(k, epsilon=eps, bounds=bounds, variant="faithful",
                                                 random_state=seed),
-        "SubC private ik=4": lambda: SubClustering(k, eps, bounds, random_state=seed),
-        "SubC faithful ik=4": lambda: SubClustering(k, eps, bounds, variant="faithful",
-                                                    random_state=seed),
+        "SubC private ik=4": lambda: SubClustering(k, epsilon=eps, bounds=bounds,
+                                                   random_state=seed),
+        "SubC faithful ik=4": lambda: SubClustering(k, epsilon=eps, bounds=bounds,
+                                                    variant="faithful", random_state=seed),
     }
 
 

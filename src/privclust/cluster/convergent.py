@@ -433,6 +433,7 @@ class KMeansGuarantee(_ConvergentKMeans):
     def __init__(
         self,
         n_clusters=8,
+        *,
         epsilon=1.0,
         bounds=None,
         max_iter=10,
@@ -496,6 +497,7 @@ class SubClustering(_ConvergentKMeans):
     def __init__(
         self,
         n_clusters=8,
+        *,
         epsilon=1.0,
         bounds=None,
         max_iter=10,

@@ -536,6 +536,7 @@ class DPDBSCAN(PrivateClusterMixin):
     def __init__(
         self,
         epsilon=1.0,
+        *,
         eps=0.5,
         min_samples=5,
         eta=4.0,

@@ -186,6 +186,7 @@ class DPM(PrivateClusterMixin):
     def __init__(
         self,
         epsilon=1.0,
+        *,
         delta=None,
         bounds=None,
         max_depth=7,

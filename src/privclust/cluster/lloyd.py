@@ -293,6 +293,7 @@ class DPLloyd(PrivateClusterMixin):
     def __init__(
         self,
         n_clusters=8,
+        *,
         epsilon=1.0,
         bounds=None,
         max_iter=SU_MAX_ITER,

@@ -335,6 +335,7 @@ class DPGaussianMixture(PrivateClusterMixin):
     def __init__(
         self,
         n_components=8,
+        *,
         epsilon=1.0,
         delta=None,
         bounds=None,
