@@ -268,6 +268,9 @@ def privacy_report_from_dict(d: dict) -> PrivacyReport:
             random_source=str(d.get("random_source", "")),
             zcdp_delta=float(d.get("zcdp_delta") or 0.0),
             notes=[str(n) for n in d.get("notes", [])],
+            unspent=[(str(u["item"]), float(u["epsilon"]), str(u["reason"]))
+                     for u in d.get("unspent", [])],
+            plan=[dict(i) for i in d.get("plan", [])],
         )
         names = {f.name for f in fields(Release)}
         for r in d.get("releases", []):

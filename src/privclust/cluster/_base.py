@@ -207,6 +207,7 @@ class PrivateClusterMixin(ClusterMixin, BaseEstimator):
         ledger is checked against the plan."""
         report.planned = plan.planned()
         report.unspent = plan.unspent()
+        report.plan = plan.describe()
         if plan.delta_note and plan.delta_note not in report.notes:
             report.notes.append(plan.delta_note)
         report.notes += [n for n in plan.notes if n not in report.notes]

@@ -504,7 +504,8 @@ class DPDBSCAN(PrivateClusterMixin):
         above ``MAX_DENSE_CELLS`` (2^26). Grids of 10^12 cells work in sparse mode without being
         allocated.
     noise : "geometric" (default; exact integers) or "laplace" (the paper's).
-    n_budget_share : share of epsilon for the noisy n when one is needed (default 0.05).
+    n_budget_share : share of epsilon for the noisy n when one is needed (default 0.02, the
+        share every privclust estimator spends on a noisy record count).
     min_samples_shift : "tau" (default) or a number >= 0: ``MinPts' = min_samples + shift``.
     border : True (default): a point in no core cell but closer than ``eps`` to a core cell
         belongs to the nearest such cell's span, following the paper's definition of a span,

@@ -104,9 +104,12 @@ class DPM(PrivateClusterMixin):
     * ``eps_avg, delta_avg``: per leaf, the analytic Gaussian mechanism on the sum of
       ``x - box centre`` with L2 sensitivity the leaf box's half-diagonal.
 
-    Nodes of one level (and leaves) are disjoint, so each level composes in parallel. The ledger
-    ``privacy_report_`` lists every release; its total equals ``(epsilon, delta)`` when the tree
-    uses all its levels and is below it otherwise.
+    Nodes of one level (and leaves) are disjoint, so each level composes in parallel. The plan
+    has one line item per release type and level; the ledger ``privacy_report_`` lists every
+    release and its total equals ``(epsilon, delta)``. Levels the tree never reaches give their
+    share to the leaf averages, which follow them (adaptive composition: on every path the
+    spend adds up to at most the plan, the basic-composition privacy filter of Rogers et al.
+    2016), so a shallow tree buys more accurate centres instead of leaving budget unspent.
 
     Choices where the paper is ambiguous or not private as printed
     ---------------------------------------------------------------
@@ -144,12 +147,15 @@ class DPM(PrivateClusterMixin):
       epsilon = 0.5, 10/10 runs were exact without it vs 1/10 with it. ``count_shift=True`` is the
       paper's design (with NOTES 8's ``lambda``); ``delta_split`` applies only then, otherwise
       all of ``delta`` goes to the leaf averages.
-    * ``delta=None`` uses the papers' ``1 / (n_hat sqrt(n_hat))`` from the released root count
-      (post-processing); the report records the value. Pass ``delta`` for a fixed guarantee.
+    * ``delta=None`` applies privclust's delta rule to the released root count (no extra
+      release): ``min(1e-5, 1 / (n_hat sqrt(n_hat)))``, the papers' default capped so that small
+      or noisy counts cannot give a delta that protects nobody. The cap is reserved on the
+      accountant before the data is read; the report records the value chosen.
 
     Parameters
     ----------
-    epsilon, delta : privacy budget (``delta > 0`` is required; None picks ``n_hat^-1.5``).
+    epsilon, delta : privacy budget (``delta > 0`` is required; None: the delta rule,
+        ``min(1e-5, n_hat^-1.5)``).
     bounds : public bounds, ``(lo, hi)`` for every feature or a ``(d, 2)`` array. Required.
     max_depth : maximum recursion depth ``tau_r`` (at most ``2^tau_r`` clusters).
     min_cluster_size : ``tau_e``; None uses ``n_hat / 2^max_depth`` (Sec. 6.1).

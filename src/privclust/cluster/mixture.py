@@ -271,17 +271,19 @@ class DPGaussianMixture(PrivateClusterMixin):
     -----------------
     ``(epsilon, delta)``-DP under add/remove-one-record neighbours:
 
-    * with ``delta=None``: ``0.02 epsilon`` on a noisy record count (two-sided geometric) that
-      sets ``delta = 1 / n_hat^1.5`` (like DPM; the paper never states delta, NOTES 21);
+    * with ``delta=None``: ``0.02 epsilon`` on a noisy record count (two-sided geometric) from
+      which privclust's delta rule sets ``delta = min(1e-5, 1 / n_hat^1.5)`` (the paper never
+      states delta, NOTES 21);
     * the rest, ``eps_z``, by zCDP: ``n_iter`` releases of the (K, 1 + D + D(D+1)/2) block with
       L2 sensitivity ``sqrt(r)`` per row (one record changes one component's row: the
-      components partition the records, parallel composition) and
-      ``sigma = sqrt(r tau / 2) (sqrt(log(1/delta) + eps_z) + sqrt(log(1/delta))) / eps_z``
-      (Alg. 2 l. 4, NOTES 21) with ``r = 1 + D + D(D+1)/2`` (``sensitivity='add_remove'``, the
-      default; proof in :func:`add_remove_r`). Each release is ``r / (2 sigma^2)``-zCDP, the
-      total ``rho = (sqrt(log(1/delta) + eps_z) - sqrt(log(1/delta)))^2``, converted at
-      ``delta`` (Remark 3.2; the ledger uses the tighter RDP conversion, so it reports at most
-      ``eps_z``).
+      components partition the records, parallel composition), each ``rho / n_iter``-zCDP with
+      ``sigma = sqrt(r n_iter / (2 rho))`` and ``r = 1 + D + D(D+1)/2``
+      (``sensitivity='add_remove'``, the default; proof in :func:`add_remove_r`). ``rho`` is
+      the largest whose conversion at ``delta`` by the ledger's own (tight, RDP) rule gives
+      ``eps_z`` (:func:`~privclust.privacy.zcdp_rho_for`), so the ledger spends exactly
+      ``eps_z``. Alg. 2 l. 4's sigma (:func:`zcdp_sigma`) inverts the looser conversion
+      ``rho + 2 sqrt(rho log(1/delta))`` of Remark 3.2, which left about 16% of epsilon
+      unspent at epsilon = 1, delta = 1e-6, and more noise on every release.
 
     ``sensitivity='paper'`` uses the paper's ``r = 1 + 3D + 2D^2`` (Prop. 5.1, a bound for
     replacement neighbours, which privclust's add/remove unit does not need): the same
@@ -312,7 +314,8 @@ class DPGaussianMixture(PrivateClusterMixin):
 
     Parameters
     ----------
-    n_components : K. epsilon, delta : the budget (delta=None: ``1 / n_hat^1.5``).
+    n_components : K. epsilon, delta : the budget (delta=None: the delta rule,
+        ``min(1e-5, 1 / n_hat^1.5)``).
     bounds : public bounds (required). n_iter : tau (paper: 10).
     init : 'sphere_packing', 'uniform' or a public (K, D) array (original units).
     init_scale : initial standard deviation in unit-box units.

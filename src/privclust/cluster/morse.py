@@ -936,21 +936,26 @@ class MorseMerging(ClusterMixin, BaseEstimator):
     is a function of the released mixture only, so it costs nothing beyond the releases listed
     in ``privacy_report_`` (post-processing, Thm 5.4 / Remark 3.6). The total is
 
-    * a mixture base: the base's own ``(epsilon, delta)``;
-    * a centre base: the base's spend plus the covariance pass, ``rho``-zCDP with
-      ``(eps_cov, delta_cov)``: sigma of Alg. 2 l. 4 with tau = 1 (NOTES 21) and the add/remove
-      sensitivity (:func:`~privclust.cluster.mixture.add_remove_r`), counts, sums and
-      ``sum u u^T`` per nearest-centre cell (disjoint cells: parallel composition), records
-      mapped to ``[-1, 1]^D`` by the public bounds. ``delta_cov`` (``delta=None``) is
-      ``1 / n_hat^1.5`` with ``n_hat`` the sum of the base's released noisy cluster sizes (no
-      extra release), else from a noisy count (``0.02 eps_cov``).
+    * a mixture base: the base's releases;
+    * a centre base: the base's releases plus the covariance pass, ``rho``-zCDP at
+      ``(eps_cov, delta_cov)`` with ``rho`` the exact inverse of the ledger's conversion and
+      the add/remove sensitivity (:func:`~privclust.cluster.mixture.add_remove_r`): counts,
+      sums and ``sum u u^T`` per nearest-centre cell (disjoint cells: parallel composition),
+      records mapped to ``[-1, 1]^D`` by the public bounds.
 
-    Budget: if the base is **not fitted**, ``fit(X)`` fits a clone of it. With ``epsilon``
-    given, a mixture base gets ``epsilon``; a centre base gets ``(1 - covariance_share) *
-    epsilon`` and the covariance pass ``covariance_share * epsilon``; with ``epsilon=None`` the
-    base's own epsilon is the total and is split the same way. If the base is **fitted**, a
-    mixture needs no data (``fit()`` or ``fit(None)``); a centre model needs X and ``epsilon``
-    (the covariance pass's budget, spent on top of what the base spent).
+    Budget: one plan for the whole pipeline. ``epsilon`` and ``delta`` are the pipeline's
+    **totals** (``None``: the unfitted base's own values are the totals; ``delta=None`` on both:
+    the delta rule, ``min(1e-5, 1 / n_hat^1.5)``, chosen once for the whole pipeline from the
+    first released count, with the cap reserved before any data is read). If the base is **not
+    fitted**, ``fit(X)`` fits a clone of it inside the plan: a mixture base gets the whole
+    budget; a centre base gets ``(1 - covariance_share)`` of epsilon and the covariance pass
+    ``covariance_share``; delta is split the same way when the base uses delta (DPM) and goes
+    wholly to the pass when the base is pure epsilon-DP (DPLloyd, the k-means family). The
+    base's own epsilon, delta and accountant are replaced by its part's, and MorseMerging's
+    ``accountant`` holds the whole total, so the fit runs inside an accountant that has exactly
+    that budget. If the base is **fitted**, a mixture needs no data (``fit()`` or ``fit(None)``);
+    a centre model needs X and ``epsilon`` (the covariance pass's budget, spent on top of what
+    the base spent).
 
     Choices where the paper is silent (NOTES 23)
     --------------------------------------------
@@ -1014,7 +1019,7 @@ class MorseMerging(ClusterMixin, BaseEstimator):
     Parameters
     ----------
     base_estimator : the private model (see above). n_clusters : K, the number of clusters.
-    epsilon, delta : see "Budget" (delta: the covariance pass's delta, centre models only).
+    epsilon, delta : the pipeline's totals, see "Budget".
     covariance_share : the covariance pass's share of epsilon when the base is fitted here
         (default 0.15: with the add/remove calibration about the noise sd that 0.3 gave with
         the paper's ``r`` for D = 8-10, and 15% more budget for the base. Measured, DPLloyd and
@@ -1299,6 +1304,7 @@ class MorseMerging(ClusterMixin, BaseEstimator):
             plan.check_ledger(report)
             report.planned = plan.planned()
         report.unspent = plan.unspent()
+        report.plan = plan.describe()
         if plan.delta_note and not any(plan.delta_note in n for n in report.notes):
             report.notes.insert(0, plan.delta_note)
         accountant.attach(report)

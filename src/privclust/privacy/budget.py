@@ -174,6 +174,8 @@ class PrivacyReport:
     notes: list[str] = field(default_factory=list)
     #: ``(line item, epsilon left, why)`` for planned budget a fit did not spend
     unspent: list[tuple[str, float, str]] = field(default_factory=list)
+    #: the fit's plan: one dict per line item (name, kind, mechanism, epsilon, delta)
+    plan: list[dict] = field(default_factory=list)
 
     def add(self, release: Release) -> Release:
         self.releases.append(release)
@@ -212,6 +214,7 @@ class PrivacyReport:
             "zcdp_delta": self.zcdp_delta,
             "notes": list(self.notes),
             "unspent": [{"item": n, "epsilon": e, "reason": w} for n, e, w in self.unspent],
+            "plan": [dict(i) for i in self.plan],
             "releases": [r.to_dict() for r in self.releases],
         }
 

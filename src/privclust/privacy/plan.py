@@ -316,6 +316,10 @@ class PrivacyPlan:
         states as unspent. Raises :class:`PlanExceededError` otherwise (an estimator bug)."""
         _check_ledger(self.estimator, self._own(), self.epsilon, report)
 
+    def describe(self) -> list[dict]:
+        """The line items as plain dicts (what the privacy report keeps of the plan)."""
+        return _describe(self._own())
+
     def summary(self) -> str:
         """The plan as text: one line per item."""
         out = [f"Privacy plan for {self.estimator}: epsilon={self.epsilon:g}, delta="
@@ -329,6 +333,16 @@ class PrivacyPlan:
             out.append(f"  {i.name:<48} {i.kind:<7} {i.mechanism:<22} epsilon {i.epsilon:.4g}"
                        f"{delta}")
         return "\n".join(out)
+
+
+def _describe(items) -> list[dict]:
+    out = []
+    for i in items:
+        known = i.plan.delta is not None or not i.delta_share
+        out.append({"item": i.name, "kind": i.kind, "mechanism": i.mechanism,
+                    "epsilon": i.epsilon, "delta": i.delta if known else None,
+                    "rho": i.rho if i.kind == "zcdp" and known else 0.0})
+    return out
 
 
 def _planned(items, epsilon, delta) -> Budget:
@@ -430,6 +444,9 @@ class PlanPart:
 
     def planned(self) -> Budget:
         return _planned(self._own(), self.epsilon, self.delta)
+
+    def describe(self) -> list[dict]:
+        return _describe(self._own())
 
     def validate(self) -> None:
         _validate(self.prefix, self._own(), self.epsilon, self.delta_share,
