@@ -677,3 +677,37 @@ def test_entry_point_subprocess():
         )
         assert res.returncode == 2
         assert res.stderr.strip() == "privclust: error: input file missing.csv does not exist"
+
+
+@pytest.mark.parametrize(("base", "python_base"), [
+    ("dpm", lambda b: __import__("privclust").DPM(epsilon=1.0, bounds=b, max_depth=7)),
+    ("lloyd", lambda b: __import__("privclust").DPLloyd(n_clusters=6, epsilon=1.0, bounds=b)),
+    ("mixture", lambda b: __import__("privclust").DPGaussianMixture(n_components=6, epsilon=1.0,
+                                                                    bounds=b)),
+])
+@pytest.mark.parametrize("delta", [None, 1e-6])
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_morse_plan_is_the_same_from_the_cli_and_from_python(csv_file, blobs, tmp_path, base,
+                                                             python_base, delta):
+    """One plan, however the pipeline is built: the CLI's --epsilon and --delta are the
+    pipeline's totals, exactly as MorseMerging(base, epsilon=..., delta=...) in Python."""
+    from privclust import MorseMerging
+
+    out = tmp_path / "m.json"
+    args = ["cluster", str(csv_file), "--algorithm", "morse", "--base", base, "--epsilon", "1",
+            "--bounds", "-40", "40", "--n-clusters", "4", "--seed", "5", "--out", str(out)]
+    args += ["--n-components", "6"] if base != "dpm" else []
+    args += ["--delta", str(delta)] if delta is not None else []
+    assert cli.main(args) == 0
+    from_cli = load_model(out).privacy_report_
+    bounds = np.tile([-40.0, 40.0], (2, 1))
+    from_python = MorseMerging(python_base(bounds), 4, epsilon=1.0, delta=delta,
+                               random_state=5).fit(blobs).privacy_report_
+    assert [i["item"] for i in from_cli.plan] == [i["item"] for i in from_python.plan]
+    for a, b in zip(from_cli.plan, from_python.plan, strict=True):
+        assert a["epsilon"] == pytest.approx(b["epsilon"], rel=1e-12)
+        assert a["delta"] == pytest.approx(b["delta"], rel=1e-9)
+    assert from_cli.planned.epsilon == from_python.planned.epsilon == 1.0
+    assert from_cli.total().epsilon == pytest.approx(1.0, rel=1e-9)
+    if delta is not None:
+        assert from_cli.planned.delta == from_python.planned.delta == delta

@@ -636,7 +636,7 @@ def _cmd_cluster(args) -> int:
     elif args.delta is not None:
         delta = f"{args.delta:g}"
     else:
-        delta = "auto (1/n_hat^1.5)"
+        delta = "auto (the delta rule: min(1e-5, 1/n_hat^1.5))"
     print(
         f"{title} on {args.input}: {n:,} points x {d} feature(s), "
         f"epsilon={args.epsilon:g}, delta={delta}"
@@ -871,7 +871,8 @@ def build_parser() -> argparse.ArgumentParser:
         type=_delta,
         default=None,
         help="privacy parameter delta in (0, 1), the total for the whole fit "
-        "(dpm, mixture, morse; the others are pure epsilon-DP); default 1/n_hat^1.5",
+        "(dpm, mixture, morse; the others are pure epsilon-DP); default: the delta rule, "
+        "min(1e-5, 1/n_hat^1.5) from a released count",
     )
     g.add_argument("--eps", action=_AmbiguousEps, nargs="?", help=argparse.SUPPRESS)
     b = g.add_mutually_exclusive_group(required=True)
