@@ -45,3 +45,18 @@ def test_noise_is_drawn_only_in_privacy():
             if sampler.search(line):
                 offenders.append(f"{path.name}:{lineno}: {line.strip()}")
     assert not offenders, offenders
+
+
+def test_every_fit_draws_from_its_plan():
+    """Estimators bind ``Mechanisms`` to their privacy plan (the plan-less form is for audits
+    of one mechanism): every ``Mechanisms(...)`` call in ``cluster/`` passes three arguments."""
+    import ast
+
+    offenders = []
+    for path in (ROOT / "src" / "privclust" / "cluster").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Mechanisms"
+                    and len(node.args) + len(node.keywords) < 3):
+                offenders.append(f"{path.name}:{node.lineno}")
+    assert not offenders, offenders
+    assert list((ROOT / "src" / "privclust" / "cluster").rglob("*.py"))
