@@ -32,7 +32,8 @@ def test_ledger_composes_to_the_requested_budget(epsilon, depth, count_shift):
     assert total.epsilon == pytest.approx(epsilon, rel=1e-12)
     assert total.delta == pytest.approx(1e-6, rel=1e-12)
     kinds = [r.mechanism for r in rep.releases]
-    assert kinds.count("two-sided geometric") == depth + 1
+    assert sum(r.target.startswith("record count") for r in rep.releases) == depth + 1
+    assert kinds.count("two-sided geometric") == depth + 2  # and the ties per feature
     assert kinds.count("exponential") == depth
     assert rep.private and rep.within_plan()
 
@@ -88,7 +89,8 @@ def test_noise_drawn_matches_the_ledger(monkeypatch, blobs_2d, count_shift):
     level = 0
     for (kind, par, _size), rel in zip(draws, drawn, strict=True):
         if rel.mechanism == "two-sided geometric":
-            assert kind == "geo" and par == pytest.approx(rel.epsilon, rel=1e-12)
+            per_row = rel.epsilon / rel.n_released if "same records" in rel.note else rel.epsilon
+            assert kind == "geo" and par == pytest.approx(per_row, rel=1e-12)
         elif rel.mechanism == "exponential":
             assert kind == "gumbel"
             # scale per node = 2 * sensitivity / eps with sensitivity (t/q + alpha)/(n_hat - lam)
@@ -209,11 +211,11 @@ def test_paper_budget_split_is_available(blobs_2d):
             random_state=0).fit(X)
     rep = m.privacy_report_
     eps_avg = [r.epsilon for r in rep.releases if r.mechanism.startswith("gauss")]
-    unreached = sum(r.epsilon for r in rep.releases if r.mechanism == "exponential")
+    splits = sum(r.epsilon for r in rep.releases if r.mechanism == "exponential")
+    counts = sum(r.epsilon for r in rep.releases if r.target.startswith("record count"))
     # 0.6 of epsilon, plus the shares of the levels the tree never reached
     assert len(eps_avg) == 1 and eps_avg[0] >= 0.6
-    assert eps_avg[0] == pytest.approx(0.6 + 0.18 - unreached + 0.18 - sum(
-        r.epsilon for r in rep.releases if r.mechanism == "two-sided geometric"))
+    assert eps_avg[0] == pytest.approx(0.6 + (0.18 - splits) + (0.18 - counts))
 
 
 def test_sigma_candidates_restrict_the_interval_size(blobs_2d):

@@ -45,6 +45,7 @@ from privclust.privacy import (
 )
 
 B = (-15.0, 15.0)
+pytestmark = pytest.mark.filterwarnings("ignore:n_clusters=2 but the base mixture has only 1")
 
 
 @pytest.fixture(scope="module")
@@ -197,13 +198,20 @@ def _check_draws(release, draws):
     mech = release.mechanism
     eps = release.epsilon
     kinds = {k for k, _ in draws}
+    shared = "of the same records" in release.note  # sequential: epsilon / rows per row
+    per_row = eps / release.n_released if shared else eps
     if mech == "failure probability":
         assert draws == [] and release.delta > 0
+    elif mech == "sparse vector (AboveThreshold)":
+        (k1, t), (k2, q) = draws
+        assert k1 == k2 == "laplace"
+        assert t[0] == pytest.approx(2 / eps, rel=1e-12)
+        np.testing.assert_allclose(q, 4 / eps, rtol=1e-12)
     elif mech == "two-sided geometric" or mech.startswith("geometric"):
         assert kinds <= {"geometric", "laplace"} and "geometric" in kinds
         for kind, p in draws:
             if kind == "geometric":  # epsilon per unit of sensitivity 1
-                np.testing.assert_allclose(p, eps, rtol=1e-12)
+                np.testing.assert_allclose(p, per_row, rtol=1e-12)
             else:  # the sparse histogram's tail: Exp(eps) drawn as |Laplace(1/eps)|
                 np.testing.assert_allclose(p, 1 / eps, rtol=1e-12)
     elif mech == "laplace" or mech.startswith("laplace"):
@@ -213,7 +221,7 @@ def _check_draws(release, draws):
     elif mech == "exponential":
         (kind, p), = draws
         assert kind == "gumbel"
-        assert p.max() == pytest.approx(2 * release.sensitivity / eps, rel=1e-12)
+        assert p.max() == pytest.approx(2 * release.sensitivity / per_row, rel=1e-12)
     elif mech == "exponential (quantile)":
         assert [k for k, _ in draws] == ["quantile"] * release.n_released
         for _, (q_eps, q_sens) in draws:

@@ -13,7 +13,7 @@ from functools import lru_cache
 import numpy as np
 from scipy import integrate, optimize
 
-from ..privacy import Mechanisms, count_offset, resolve_random_state
+from ..privacy import Mechanisms, count_offset, public_offsets, resolve_random_state
 from ._base import (
     PrivateClusterMixin,
     check_bounds,
@@ -33,6 +33,8 @@ DEFAULT_BUDGET_SPLIT = (0.04, 0.18, 0.36, 0.42)
 _GAP_PERCENTILE = 0.65  # Alg. 2 uses the 65th percentile of neighbour gaps
 _MAX_BINS = 256  # at most this many split candidates per dimension
 _GAP_FLOOR = 1e-12  # gaps (fractions of a range) are ranked in [1e-12, 1] on a log scale
+# resolution='auto': shares of the interval-size budget for the ties and the recording step
+_TIES_SHARE, _STEP_SHARE = 0.25, 0.375
 
 
 @lru_cache(maxsize=16)
@@ -64,6 +66,15 @@ def _fraction_from_percentile(p_hat: float, n_hat: float, sigmas) -> float:
     else:  # the candidate whose predicted percentile is closest
         sigma = float(sigmas[np.argmin(np.abs(sigmas * c / n_ref - p_hat))])
     return float(np.clip(sigma / 2.0, 1.0 / _MAX_BINS, 0.5))
+
+
+def _candidate_steps(width: float) -> np.ndarray:
+    """Public candidate recording steps ``{5, 2.5, 2, 1} x 10^e`` between ``width / 2`` and
+    ``width * 1e-9``, largest first."""
+    e = np.arange(-15, 16)
+    steps = (np.array([5.0, 2.5, 2.0, 1.0])[None, :] * 10.0 ** e[:, None]).ravel()
+    steps = steps[(steps <= width / 2) & (steps >= width * 1e-9)]
+    return np.sort(steps)[::-1]
 
 
 def _has_item(plan, name: str) -> bool:
@@ -205,6 +216,7 @@ class DPM(PrivateClusterMixin):
         adaptive_intervals=False,
         budget_split=DEFAULT_BUDGET_SPLIT,
         delta_split=(0.2, 0.8),
+        resolution="auto",
         random_state=None,
         accountant=None,
     ):
@@ -221,6 +233,7 @@ class DPM(PrivateClusterMixin):
         self.adaptive_intervals = adaptive_intervals
         self.budget_split = budget_split
         self.delta_split = delta_split
+        self.resolution = resolution
         self.random_state = random_state
         self.accountant = accountant
 
@@ -264,6 +277,17 @@ class DPM(PrivateClusterMixin):
                     "sigmas must be positive fractions of each feature's range, e.g. "
                     f"(0.02, 0.05, 0.1), or None; got {self.sigmas!r}"
                 )
+        if not (isinstance(self.resolution, str) and self.resolution == "auto"):
+            if self.resolution is not None:
+                res = np.asarray(self.resolution, dtype=float) if not isinstance(
+                    self.resolution, str) else np.array([np.nan])
+                if res.ndim > 1 or (res < 0).any() or not np.isfinite(res).all():
+                    raise ValueError(
+                        "resolution must be 'auto' (estimated privately), None (continuous "
+                        "data) or the public precision of the data, a number >= 0 or one per "
+                        f"feature (e.g. 1 for integers, 0.1 for one decimal); got "
+                        f"{self.resolution!r}"
+                    )
         return eps, delta, int(depth), t, q, alpha, shares, dshares, sigmas
 
     # ------------------------------------------------------------------ fit
@@ -272,6 +296,10 @@ class DPM(PrivateClusterMixin):
         levels, Sec. 3.3 weights per level)."""
         eps = plan.epsilon
         eps_int, eps_cnt, eps_exp, eps_avg = eps * shares
+        if self.resolution == "auto":  # a private recording step per feature, from eps_int
+            plan.add("feature ties", "two-sided geometric", "pure", _TIES_SHARE * eps_int)
+            plan.add("feature resolution", "sparse vector", "pure", _STEP_SHARE * eps_int)
+            eps_int *= 1 - _TIES_SHARE - _STEP_SHARE
         if adaptive:
             for level, e in enumerate(_level_shares(eps_int, depth)):
                 plan.add(f"interval size, level {level}", "exponential (quantile)", "pure", e)
@@ -330,7 +358,10 @@ class DPM(PrivateClusterMixin):
 
         eps_int_lvl = (np.array([plan.item(f"interval size, level {i}").epsilon
                                  for i in range(depth)]) if adaptive else None)
-        beta = self._interval_size(engine, mech, n_hat0, sigmas, width, adaptive)
+        resolution, gaps = self._resolution(engine, mech, width, n_hat0, adaptive)
+        beta = self._interval_size(engine, mech, n_hat0, sigmas, width, adaptive, resolution,
+                                   gaps)
+        del gaps
         n_splits = int(np.ceil(np.max(width / beta) - 1e-9))
         tree = self._grow(engine, mech, beta, n_splits, lo, hi, n_hat0, depth, tau_e,
                           lambdas, eps_cnt_lvl, eps_exp_lvl, delta_cnt_lvl, t, q, alpha,
@@ -345,6 +376,7 @@ class DPM(PrivateClusterMixin):
         self.n_clusters_ = int(centres.shape[0])
         self.split_tree_ = tree
         self.interval_size_ = beta
+        self.resolution_ = resolution
         self.n_split_candidates_ = n_splits
         self.min_cluster_size_ = tau_e
         self.delta_ = plan.require_delta()
@@ -377,11 +409,80 @@ class DPM(PrivateClusterMixin):
                               "levels the tree never reached; the leaf averages follow them")
 
     # ------------------------------------------------------------------ Alg. 2
-    def _interval_size(self, engine, mech, n_hat0, sigmas, width, adaptive=False):
+    def _resolution(self, engine, mech, width, n_hat0, adaptive):
+        """The step the data are recorded at, per feature (data units; 0: continuous).
+
+        ``resolution='auto'`` finds it privately in two releases:
+
+        1. ties: per feature, the number of zero neighbour gaps (equal values) with two-sided
+           geometric noise (sensitivity 1 per feature: a new record adds at most one tie; the
+           features share the records, so sequential composition). A feature whose noisy ties
+           reach half the released record count is *rounded*;
+        2. step: the sparse vector technique scans the public candidate steps
+           ``{5, 2.5, 2, 1} x 10^e`` from the largest down and stops at the first whose lattice
+           (the multiples of the step) misses noisily at most a quarter of the rounded
+           features' values, summed over those features (sensitivity: their number, as one
+           record can miss in each). The next coarser candidate misses about half of them, so
+           the scan stops at the recording step. The features share one step, the finest
+           common one: features recorded at different steps (ages in years, incomes in
+           thousands) get the finest, which keeps the coarser ones as they were before this
+           estimate existed. Without a rounded feature, this item's budget goes to the
+           interval size, which follows it.
+
+        A number or one per feature is taken as public knowledge (no release); None means
+        continuous data (0)."""
+        d = engine.n_features
+        if self.resolution is None:
+            return np.zeros(d), None
+        if not isinstance(self.resolution, str):
+            return np.broadcast_to(np.asarray(self.resolution, dtype=float), (d,)).copy(), None
+        gaps = engine.neighbour_gaps()
+        ties = (gaps == 0).sum(axis=0).astype(np.int64)
+        noisy_ties = mech.count(
+            ties, mech.plan.item("feature ties").epsilon, same_records=True,
+            target="equal neighbour values per feature (ties)", item="feature ties",
+            note="decides which features are rounded",
+        )
+        rounded = np.flatnonzero(noisy_ties >= 0.5 * max(n_hat0, 1))
+        res = np.zeros(d)
+        interval_item = "interval size, level 0" if adaptive else "interval size"
+        if rounded.size == 0:
+            mech.plan.move_unspent(["feature resolution"], interval_item,
+                                   "no feature is rounded; the interval size follows")
+            return res, gaps  # undithered gaps: the interval size can use them as they are
+        steps = _candidate_steps(float(width[rounded].max()))
+        misses = sum(engine.lattice_misses(int(j), steps) for j in rounded)
+        k = mech.first_below(
+            misses, 0.25 * max(n_hat0, 1) * rounded.size,
+            mech.plan.item("feature resolution").epsilon, sensitivity=float(rounded.size),
+            target=f"recording step of the {rounded.size} rounded feature(s)",
+            item="feature resolution",
+            note="largest step {5, 2.5, 2, 1} x 10^e whose lattice holds 3/4 of the values",
+        )
+        if k >= 0:
+            res[rounded] = np.minimum(steps[k], width[rounded] / 2)
+        return res, (gaps if not (res > 0).any() else None)
+
+    def _interval_size(self, engine, mech, n_hat0, sigmas, width, adaptive=False,
+                       resolution=None, gaps=None):
+        """Alg. 2's interval size, on values dithered by their resolution, never below it.
+
+        Rounded values tie: most neighbour gaps are 0 and the 65th percentile collapses to the
+        floor, which made DPM split between the rounding steps (36-56 clusters on 4 rounded
+        blobs). Every value therefore moves by a public uniform offset of one resolution step
+        (undoing the rounding in distribution) before the gaps are taken, and the interval
+        size is at least half a step (the dithered estimate is what keeps rounded clusters
+        whole; the floor only stops a collapse below the recording grid, and half a step keeps
+        candidates between neighbouring recorded values, where integer-valued features such as
+        UCI Letter's separate best)."""
         d = engine.n_features
         item = "interval size, level 0" if adaptive else "interval size"
         eps_int = mech.plan.item(item).epsilon
-        gaps = engine.neighbour_gaps().T  # (d, n-1) float32, C-contiguous, ours to modify
+        res = np.zeros(d) if resolution is None else resolution
+        dither = (res, public_offsets(mech.rng)) if (res > 0).any() else None
+        if dither is not None or gaps is None:
+            gaps = engine.neighbour_gaps(dither=dither)
+        gaps = gaps.T  # (d, n-1) float32, C-contiguous, ours to modify
         gaps /= width.astype(gaps.dtype)[:, None]  # fractions of each public range
         p_hat = mech.quantile(
             gaps, _GAP_PERCENTILE, _GAP_FLOOR, 1.0, eps_int,
@@ -391,7 +492,7 @@ class DPM(PrivateClusterMixin):
             note="gaps of all features pooled, each over its public range; Alg. 2, NOTES 5",
             log_scale=True, item=item,
         )
-        return _fraction_from_percentile(p_hat, n_hat0, sigmas) * width
+        return np.maximum(_fraction_from_percentile(p_hat, n_hat0, sigmas) * width, res / 2)
 
     def _node_interval_sizes(self, engine, mech, grouping, rows, n_hat, box_w, eps, sigmas,
                              level):

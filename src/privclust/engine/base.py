@@ -73,8 +73,17 @@ class Engine(ABC):
         ``(gaps (m, d), group (m,))``."""
 
     @abstractmethod
-    def neighbour_gaps(self, dtype=np.float32) -> np.ndarray:
-        """Per dimension, the gaps between consecutive sorted values of all records: (n-1, d)."""
+    def neighbour_gaps(self, dtype=np.float32, dither=None) -> np.ndarray:
+        """Per dimension, the gaps between consecutive sorted values of all records: (n-1, d).
+
+        ``dither=(widths, offsets)``: before sorting, every value of dimension ``j`` moves by
+        ``widths[j] * offsets(n)[i]``, with ``offsets`` a callable returning ``n`` public
+        offsets in ``[-1/2, 1/2)`` (so rounded values become continuous again)."""
+
+    @abstractmethod
+    def lattice_misses(self, feature: int, steps) -> np.ndarray:
+        """For each step ``s`` of ``steps``, how many records of ``feature`` are *not* multiples
+        of ``s`` (to a relative tolerance of 2e-6, float32 storage): (len(steps),) int64."""
 
     @abstractmethod
     def cell_counts(self, origin, cell_width) -> tuple[np.ndarray, np.ndarray]:

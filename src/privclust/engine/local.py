@@ -178,16 +178,29 @@ class LocalEngine(Engine):
         same = gs[1:, 0] == gs[:-1, 0]
         return np.maximum(gaps[same], 0.0), g[order][1:][same]
 
-    def neighbour_gaps(self, dtype=np.float32) -> np.ndarray:
+    def neighbour_gaps(self, dtype=np.float32, dither=None) -> np.ndarray:
         """Gaps per dimension, (n-1, d), in ``dtype`` (float32 by default: several times faster
         to sort; rounding is monotone, so a record inserted between two others still splits one
-        gap into two that are each no larger, which is all the interval-size sensitivity uses)."""
+        gap into two that are each no larger, which is all the interval-size sensitivity uses).
+        ``dither``: see :meth:`Engine.neighbour_gaps`."""
         n, d = self.X.shape
         gaps = np.empty((d, max(n - 1, 0)), dtype=dtype)
         for j in range(d):  # one column at a time: memory stays one copy of X plus a column
-            col = np.sort(self.X[:, j].astype(dtype))
+            col = self.X[:, j]
+            if dither is not None and dither[0][j] > 0:
+                col = col + dither[0][j] * dither[1](n)
+            col = np.sort(col.astype(dtype))
             np.subtract(col[1:], col[:-1], out=gaps[j])
         return gaps.T
+
+    def lattice_misses(self, feature, steps):
+        # one pass over the distinct values (few: this is asked for features with many ties)
+        values, counts = np.unique(self.X[:, feature].astype(float), return_counts=True)
+        out = np.empty(len(steps), dtype=np.int64)
+        for i, step in enumerate(steps):
+            off = np.abs(values - step * np.round(values / step))
+            out[i] = counts[off > 2e-6 * np.maximum(np.abs(values), step)].sum()
+        return out
 
     def cell_counts(self, origin, cell_width):
         origin = np.asarray(origin, dtype=float)

@@ -46,7 +46,7 @@ from .plan import (
     rule_delta,
     zcdp_rho_for,
 )
-from .rng import RandomSource, public_unit_directions, resolve_random_state
+from .rng import RandomSource, public_offsets, public_unit_directions, resolve_random_state
 
 __all__ = [
     "DELTA_CAP",
@@ -82,6 +82,7 @@ __all__ = [
     "gaussian_sigma",
     "laplace_noise",
     "private_quantile",
+    "public_offsets",
     "public_unit_directions",
     "resolve_random_state",
     "two_sided_geometric",

@@ -347,7 +347,7 @@ def _sample_quantile_interval(rng, z, lo, hi, target, rate, log_scale=False,
         # P(atom) = a / (a + T), computed from logs: a and T can be far apart in scale
         log_total = math.log(totals.sum()) + peak if totals.sum() > 0 else -math.inf
         gap = log_total - log_atom
-        p_atom = 1.0 if gap < -745 else 0.0 if gap > 745 else 1.0 / (1.0 + math.exp(gap))
+        p_atom = 1.0 if gap < -700 else 0.0 if gap > 700 else 1.0 / (1.0 + math.exp(gap))
         if _draw_uniform(rng, 0.0, 1.0) < p_atom:
             return lo
     cdf = np.cumsum(totals)
@@ -406,13 +406,19 @@ class Mechanisms:
 
     # counts ----------------------------------------------------------------------------
     def count(self, counts, epsilon: float, *, target: str, delta: float = 0.0, note: str = "",
-              item: str | None = None):
+              item: str | None = None, same_records: bool = False):
         """Integer counts + two-sided geometric noise (sensitivity 1 under add/remove).
 
         ``delta`` is recorded with the release when a later step relies on the count not
         overshooting (DPM's shifted count, NOTES.md item 8); the noise itself is pure epsilon-DP.
+        ``same_records=True``: the counts are of the same records (e.g. one per feature), so
+        each gets ``epsilon / rows`` and the batch costs ``epsilon`` (sequential composition).
         """
-        noisy = two_sided_geometric(self.rng, np.asarray(counts, dtype=np.int64), epsilon, 1)
+        rows = _rows(counts)
+        per_row = epsilon / rows if same_records else epsilon
+        if same_records and rows > 1:
+            note = f"{note}; {rows} counts of the same records, epsilon / {rows} each".lstrip("; ")
+        noisy = two_sided_geometric(self.rng, np.asarray(counts, dtype=np.int64), per_row, 1)
         self.record(
             Release(
                 "two-sided geometric",
@@ -420,7 +426,7 @@ class Mechanisms:
                 epsilon=float(epsilon),
                 delta=float(delta),
                 sensitivity=1.0,
-                scale=1.0 / float(epsilon),
+                scale=1.0 / float(per_row),
                 n_released=_rows(counts),
                 note=note,
             ),
@@ -430,9 +436,16 @@ class Mechanisms:
 
     # selection -------------------------------------------------------------------------
     def select(self, scores, sensitivity, epsilon: float, *, target: str, note: str = "",
-               item: str | None = None):
-        """Exponential mechanism (factor 2, NOTES.md item 1) over the last axis of ``scores``."""
-        idx = exponential_mechanism(self.rng, scores, sensitivity, epsilon)
+               item: str | None = None, same_records: bool = False):
+        """Exponential mechanism (factor 2, NOTES.md item 1) over the last axis of ``scores``.
+
+        Rows of a 2-D ``scores`` are selections on disjoint subsets (parallel composition: the
+        batch costs ``epsilon``). ``same_records=True``: the rows are selections on the *same*
+        records (e.g. one per feature); each then runs at ``epsilon / rows`` and the batch costs
+        ``epsilon`` by sequential composition."""
+        rows = _rows(scores) if np.ndim(scores) == 2 else 1
+        per_row = epsilon / rows if same_records else epsilon
+        idx = exponential_mechanism(self.rng, scores, sensitivity, per_row)
         sens = np.asarray(sensitivity, dtype=float)
         self.record(
             Release(
@@ -440,13 +453,35 @@ class Mechanisms:
                 target,
                 epsilon=float(epsilon),
                 sensitivity=float(sens.max()),
-                scale=float((2.0 * sens / epsilon).max()),
-                n_released=_rows(scores) if np.ndim(scores) == 2 else 1,
-                note=note,
+                scale=float((2.0 * sens / per_row).max()),
+                n_released=rows,
+                note=note + (f"; {rows} selections on the same records, epsilon / {rows} each"
+                             if same_records and rows > 1 else ""),
             ),
             item,
         )
         return idx
+
+    def first_below(self, values, threshold: float, epsilon: float, *, target: str,
+                    sensitivity: float = 1.0, note: str = "", item: str | None = None) -> int:
+        """The sparse vector technique (AboveThreshold, Dwork & Roth 2014, Alg. 1) on
+        ``-values``: the index of the first query whose value is (noisily) at most
+        ``threshold``, or -1 if none is. Every query has sensitivity ``sensitivity``; the whole
+        scan is ``epsilon``-DP, however many queries it reads (the threshold gets
+        Laplace(2 D / eps) noise, each query Laplace(4 D / eps)). ``threshold`` must not depend
+        on the data (or only on released values)."""
+        eps = _check_eps(epsilon)
+        sens = float(sensitivity)
+        values = -np.asarray(values, dtype=float)
+        noisy_t = -float(threshold) + float(_draw_laplace(self.rng, 2.0 * sens / eps, None))
+        noise = _draw_laplace(self.rng, 4.0 * sens / eps, values.shape)
+        hits = np.flatnonzero(values + noise >= noisy_t)
+        self.record(
+            Release("sparse vector (AboveThreshold)", target, epsilon=float(eps),
+                    sensitivity=sens, scale=4.0 * sens / eps, n_released=1, note=note),
+            item,
+        )
+        return int(hits[0]) if hits.size else -1
 
     def quantile(
         self, values, quantile, lo, hi, epsilon, sensitivity, *, target: str, note: str = "",

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["RandomSource", "public_unit_directions", "resolve_random_state"]
+__all__ = ["RandomSource", "public_offsets", "public_unit_directions", "resolve_random_state"]
 
 
 @dataclass(frozen=True)
@@ -73,3 +73,16 @@ def public_unit_directions(generator: np.random.Generator, shape) -> np.ndarray:
     norm = np.linalg.norm(g, axis=-1, keepdims=True)
     g[..., 0] += norm[..., 0] == 0  # probability zero; keeps the division defined
     return g / np.maximum(norm, 1e-300)
+
+
+def public_offsets(generator: np.random.Generator):
+    """A callable ``offsets(n)``: ``n`` independent offsets uniform in ``[-1/2, 1/2)``, *public*
+    randomness. DPM dithers rounded values with them (one offset per record, independent of the
+    data) before it measures neighbour gaps; a record added to the data brings its own offset
+    and leaves the others' unchanged, so every sensitivity argument over the gaps holds as for
+    undithered values. Not noise: no ledger entry."""
+
+    def offsets(n: int) -> np.ndarray:
+        return generator.random(n) - 0.5
+
+    return offsets
