@@ -313,6 +313,7 @@ def test_faithful_variant_converges_to_a_lloyd_optimum_on_wine(cls, wine):
         ({"variant": "faithful", "n_clusters": 5}, [[0.1, 0.2], [0.3, 0.4]], "records"),
     ],
 )
+@pytest.mark.filterwarnings("ignore:n_clusters=5 is more than")
 def test_bad_input_is_a_clear_error(cls, kwargs, X, match):
     params = {"n_clusters": 2, "epsilon": 1.0, "bounds": (0, 1), "random_state": 0, **kwargs}
     X = np.random.default_rng(0).uniform(0, 1, (20, 2)) if X is None else X
@@ -328,7 +329,8 @@ def test_subclustering_internal_k_is_checked():
 @pytest.mark.parametrize("cls", ESTIMATORS)
 def test_edge_cases_and_api(cls):
     rng = np.random.default_rng(0)
-    one = cls(3, bounds=(0, 1), max_iter=2, random_state=0).fit([[0.5, 0.5]])
+    with pytest.warns(UserWarning, match="more than the 1 records"):
+        one = cls(3, bounds=(0, 1), max_iter=2, random_state=0).fit([[0.5, 0.5]])
     assert one.cluster_centers_.shape == (3, 2) and one.labels_.shape == (1,)
     d1 = cls(2, bounds=(0, 10), max_iter=2, random_state=0).fit(rng.uniform(0, 10, (60, 1)))
     assert d1.cluster_centers_.shape == (2, 1)

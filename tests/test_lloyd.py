@@ -324,7 +324,8 @@ def test_shared_accountant_is_checked_before_reading_data():
 
 def test_edge_cases_fit_without_crashing():
     rng = np.random.default_rng(0)
-    one = DPLloyd(3, bounds=(0, 1), random_state=0).fit([[0.5, 0.5]])  # k > n: private, fine
+    with pytest.warns(UserWarning, match="more than the 1 records"):  # k > n: private, said
+        one = DPLloyd(3, bounds=(0, 1), random_state=0).fit([[0.5, 0.5]])
     assert one.cluster_centers_.shape == (3, 2)
     d1 = DPLloyd(2, bounds=(0, 10), random_state=0).fit(rng.uniform(0, 10, (100, 1)))
     assert d1.labels_.shape == (100,)

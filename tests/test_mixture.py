@@ -384,9 +384,10 @@ def test_bad_data_and_edge_shapes():
         m.fit(np.array([[0.0, np.nan], [0.1, 0.2]]))
     with pytest.raises(ValueError, match="2-D"):
         m.fit(np.zeros(5))
-    one = DPGaussianMixture(3, epsilon=1, delta=1e-6, bounds=(-1, 1), random_state=0).fit(
-        np.array([[0.2]])
-    )  # one point, d = 1: noise only, but valid
+    with pytest.warns(UserWarning, match="more than the 1 records"):
+        one = DPGaussianMixture(3, epsilon=1, delta=1e-6, bounds=(-1, 1), random_state=0).fit(
+            np.array([[0.2]])
+        )  # one point, d = 1: noise only, but valid
     assert one.means_.shape == (3, 1) and np.isfinite(one.covariances_).all()
     with pytest.warns(UserWarning, match="clipped"):
         DPGaussianMixture(2, epsilon=1, delta=1e-6, bounds=(0, 1), random_state=0).fit(

@@ -18,7 +18,17 @@ from .._geometry import nearest_centres
 from ..engine import LocalEngine
 from ..privacy import Accountant, Budget, PrivacyLeakWarning, PrivacyPlan, PrivacyReport
 
+#: Supported numeric range (every estimator): bounds within +-MAX_ABS_BOUND, widths at least
+#: MIN_WIDTH and MIN_RELATIVE_WIDTH of the largest bound. Inside it no sum, square or grid index
+#: privclust computes can overflow float64 (or float32, which some passes use for speed).
+MAX_ABS_BOUND = 1e30
+MIN_WIDTH = 1e-30
+MIN_RELATIVE_WIDTH = 1e-9
+
 __all__ = [
+    "MAX_ABS_BOUND",
+    "MIN_RELATIVE_WIDTH",
+    "MIN_WIDTH",
     "PrivateClusterMixin",
     "check_bounds",
     "check_data",
@@ -52,7 +62,8 @@ def check_delta(delta, *, allow_none: bool = True, required: bool = False) -> fl
     if required and delta == 0:
         raise ValueError(
             "this estimator needs delta > 0 (its Gaussian noise and shifted counts are "
-            "(epsilon, delta)-DP); pass e.g. delta=1e-6 or delta=None for 1/(n^1.5)"
+            "(epsilon, delta)-DP); pass e.g. delta=1e-6, or delta=None for the delta rule "
+            "min(1e-5, 1/n_hat^1.5)"
         )
     return float(delta)
 
@@ -129,11 +140,31 @@ def check_bounds(bounds, n_features: int) -> np.ndarray:
             "for one (lo, hi) row per feature"
         )
     if not np.isfinite(b).all():
-        raise ValueError("bounds must be finite numbers")
+        raise ValueError(
+            "bounds must be finite numbers (no inf or NaN): give the range your data can "
+            "take, e.g. bounds=(-100, 100)"
+        )
     if (b[:, 0] >= b[:, 1]).any():
         j = int(np.flatnonzero(b[:, 0] >= b[:, 1])[0])
         raise ValueError(
             f"bounds need lo < hi for every feature; feature {j} has lo={b[j, 0]}, hi={b[j, 1]}"
+        )
+    big = np.abs(b).max(axis=1)
+    if (big > MAX_ABS_BOUND).any():
+        j = int(np.flatnonzero(big > MAX_ABS_BOUND)[0])
+        raise ValueError(
+            f"bounds of feature {j} ({b[j, 0]:g}, {b[j, 1]:g}) lie outside the range privclust "
+            f"supports, +-{MAX_ABS_BOUND:g}: rescale the feature (e.g. measure it in larger "
+            "units) so that its bounds fit"
+        )
+    narrow = (b[:, 1] - b[:, 0]) < np.maximum(MIN_WIDTH, MIN_RELATIVE_WIDTH * big)
+    if narrow.any():
+        j = int(np.flatnonzero(narrow)[0])
+        raise ValueError(
+            f"bounds of feature {j} ({b[j, 0]:g}, {b[j, 1]:g}) are too narrow to compute with: "
+            f"the width must be at least {MIN_WIDTH:g} and at least {MIN_RELATIVE_WIDTH:g} "
+            "times the largest bound; rescale the feature (e.g. to smaller units) or drop it "
+            "if it is constant"
         )
     return b
 

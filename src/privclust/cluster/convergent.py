@@ -269,6 +269,7 @@ class _ConvergentKMeans(PrivateClusterMixin):
         name = type(self).__name__
         plan, accountant = self._open_plan(eps, 0.0)  # checked before any data is read
         X = check_data(X)
+        check_n_clusters(k, X.shape[0])
         bounds = check_bounds(self.bounds, X.shape[1])
         faithful = self.variant == "faithful"
         if faithful and X.shape[0] < k:  # the faithful variant is not private: n may be read

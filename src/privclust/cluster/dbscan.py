@@ -177,7 +177,14 @@ class _Grid:
     @classmethod
     def make(cls, bounds: np.ndarray, width: float, pad: int) -> _Grid:
         ext = bounds[:, 1] - bounds[:, 0]
-        shape = np.floor(ext / width).astype(np.int64) + 1
+        per_dim = np.floor(ext / width) + 1  # float: a tiny width must not overflow the cast
+        if float(np.sum(np.log2(per_dim))) >= 62:
+            raise ValueError(
+                f"eps (alpha) is too small for the bounds: a grid of cell width {width:.3g} "
+                f"would have about 2^{float(np.sum(np.log2(per_dim))):.0f} cells, and at most "
+                "2^62 are supported; use a larger eps (alpha) or eta, or narrower bounds"
+            )
+        shape = per_dim.astype(np.int64)
         n_cells = math.prod(int(s) for s in shape)
         padded = math.prod(int(s) + 2 * pad for s in shape)
         if n_cells >= 2**62 or padded >= 2**62:

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import math
 import numbers
+import warnings
 
 import numpy as np
+from scipy.spatial import cKDTree
 
 from ..privacy import NOISY_N_SHARE, Mechanisms, resolve_random_state
 from ._base import (
@@ -88,26 +90,52 @@ def sphere_packing_init(generator: np.random.Generator, bounds: np.ndarray, k: i
     width = hi - lo
     d = lo.size
     a = float(width.min()) / 2.0
+    log_box = float(np.sum(np.log(width)))
     for _ in range(60):
-        centres = np.empty((k, d))
-        placed = 0
-        while placed < k:
-            # data-independent randomness: uniform draws in the public bounds
-            # max(): rounding can put lo + a above hi - a on the narrowest side
-            cand = generator.uniform(lo + a, np.maximum(hi - a, lo + a), size=(max_retries, d))
-            if placed:
-                dist2 = ((cand[:, None, :] - centres[None, :placed, :]) ** 2).sum(axis=2)
-                ok = np.flatnonzero(dist2.min(axis=1) >= (2.0 * a) ** 2)
-            else:
-                ok = np.array([0])
-            if ok.size == 0:
-                break
-            centres[placed] = cand[ok[0]]
-            placed += 1
-        if placed == k:
+        # k disjoint balls of radius a inside the box cannot hold more volume than the box:
+        # skip a radius that cannot fit without trying it (the tries cost O(k^2))
+        log_balls = math.log(k) + d / 2 * math.log(math.pi) - math.lgamma(d / 2 + 1) \
+            + d * math.log(a)
+        if log_balls > log_box:
+            a /= 2.0
+            continue
+        centres = _pack(generator, lo, hi, a, k, max_retries)
+        if centres is not None:
             return centres
         a /= 2.0
     return generator.uniform(lo, hi, size=(k, d))  # a -> 0: plain uniform draws
+
+
+def _pack(generator, lo, hi, a, k, max_retries):
+    """One packing attempt at radius ``a``: each centre is the first of up to ``max_retries``
+    uniform draws at least ``2a`` from those placed (drawn a few at a time: most first draws
+    fit). None if a centre finds no place. Distances go to a k-d tree of the centres placed so
+    far (rebuilt every 256) plus the few placed since: O(k log k), not O(k^2)."""
+    d = lo.size
+    centres = np.empty((k, d))
+    top = np.maximum(hi - a, lo + a)  # rounding can put lo + a above hi - a
+    tree, built, min_d2 = None, 0, (2.0 * a) ** 2
+    for placed in range(k):
+        tried = 0
+        while tried < max_retries:
+            m = min(8 if tried == 0 else 32, max_retries - tried)
+            cand = generator.uniform(lo + a, top, size=(m, d))
+            tried += m
+            ok = np.ones(m, dtype=bool)
+            if tree is not None:
+                ok &= tree.query(cand, k=1)[0] ** 2 >= min_d2
+            recent = centres[built:placed]
+            if recent.size:
+                ok &= ((cand[:, None, :] - recent[None]) ** 2).sum(axis=2).min(axis=1) >= min_d2
+            hit = np.flatnonzero(ok)
+            if hit.size:
+                centres[placed] = cand[hit[0]]
+                break
+        else:
+            return None
+        if placed + 1 - built >= 256:
+            tree, built = cKDTree(centres[: placed + 1]), placed + 1
+    return centres
 
 
 def noisy_centroids(mech: Mechanisms, counts, sums, fallback, bounds, epsilon: float, *,
@@ -178,10 +206,25 @@ def final_cost_and_labels(X, bounds, centres):
     return labels, float(((Xc - centres[labels]) ** 2).sum())
 
 
-def check_n_clusters(k) -> int:
+def check_n_clusters(k, n_samples: int | None = None, name: str = "n_clusters") -> int:
     if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
-        raise ValueError(f"n_clusters must be an int >= 1, got {k!r}")
+        raise ValueError(f"{name} must be an int >= 1, got {k!r}")
+    if k > MAX_CLUSTERS:
+        raise ValueError(f"{name}={k} is more than privclust supports ({MAX_CLUSTERS})")
+    if n_samples is not None and k > n_samples:
+        warnings.warn(
+            f"{name}={k} is more than the {n_samples} records in X: at least {k - n_samples} "
+            "of the released centres can hold no record and come from noise alone; ask for "
+            "fewer (this check reads only the size of X, and nothing about it is released)",
+            UserWarning,
+            stacklevel=3,
+        )
     return int(k)
+
+
+#: The most clusters (or components) any k-means-family estimator accepts: the public
+#: initialisation and every iteration are O(k) per record, and 10,000 centres take ~3 s to place.
+MAX_CLUSTERS = 10_000
 
 
 def check_positive_int(value, name: str, upper: int | None = None) -> int:
@@ -324,6 +367,7 @@ class DPLloyd(PrivateClusterMixin):
         eps, k, max_iter, n_iter = self._check_params()
         plan, accountant = self._open_plan(eps, 0.0)  # checked before any data is read
         X = check_data(X)
+        check_n_clusters(k, X.shape[0])
         bounds = check_bounds(self.bounds, X.shape[1])
         source = resolve_random_state(self.random_state)
         centres, init_desc = public_init(self.init, source.generator, bounds, k)

@@ -30,7 +30,7 @@ from ._base import (
     check_delta,
     check_epsilon,
 )
-from .lloyd import public_init
+from .lloyd import check_n_clusters, public_init
 
 __all__ = [
     "DPGaussianMixture",
@@ -404,6 +404,7 @@ class DPGaussianMixture(PrivateClusterMixin):
         eps, delta, k, T = self._check_params()
         plan, accountant = self._open_plan(eps, delta)  # checked before any data is read
         X = check_data(X)
+        check_n_clusters(k, X.shape[0], "n_components")
         d = X.shape[1]
         bounds = check_bounds(self.bounds, d)
         source = resolve_random_state(self.random_state)
