@@ -711,3 +711,29 @@ def test_morse_plan_is_the_same_from_the_cli_and_from_python(csv_file, blobs, tm
     assert from_cli.total().epsilon == pytest.approx(1.0, rel=1e-9)
     if delta is not None:
         assert from_cli.planned.delta == from_python.planned.delta == delta
+
+
+@pytest.mark.parametrize("spelling", [["--bounds", "-1e3", "1e3"], ["--bounds=-1e3,1e3"],
+                                      ["--bounds", "-1000.0", "+1000"]])
+def test_bounds_take_any_float_spelling(csv_file, capsys, spelling):
+    rc = cli.main(["cluster", str(csv_file), "--epsilon", "1", "--seed", "1", *spelling])
+    out = capsys.readouterr().out
+    assert rc == 0 and "privacy spent" in out
+
+
+@pytest.mark.parametrize(("spelling", "expected"), [
+    (["--bounds", "-inf", "inf"], "bounds must be finite"),
+    (["--bounds", "-1e308", "1e308"], "outside the range privclust supports"),
+    (["--bounds=-10"], "expected two numbers"),
+    (["--bounds", "a", "b"], "expected two numbers"),
+])
+def test_bad_bounds_are_one_clear_error(csv_file, capsys, spelling, expected):
+    rc = cli.main(["cluster", str(csv_file), "--epsilon", "1", *spelling])
+    _assert_one_error_line(capsys, rc, expected)
+
+
+def test_dbscan_hints_name_flags_that_exist(csv_file, capsys):
+    rc = cli.main(["cluster", str(csv_file), "--algorithm", "dbscan", "--radius", "1e-12",
+                   "--epsilon", "1", "--bounds", "-40", "40"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "--radius" in err and "eta" not in err and "eps (alpha)" not in err

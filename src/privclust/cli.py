@@ -619,7 +619,10 @@ def _cmd_cluster(args) -> int:
         model = _build_estimator(name, args, bounds)
         title = _describe_fit(name, model)
         bar.set_description_str(f"fitting {title}")
-        model.fit(X)
+        try:
+            model.fit(X)
+        except ValueError as exc:
+            raise ValueError(_in_cli_words(str(exc))) from None
         bar.update()
 
     # Write the outputs first: the budget is spent, the release must not be lost.
@@ -878,10 +881,10 @@ def build_parser() -> argparse.ArgumentParser:
     b = g.add_mutually_exclusive_group(required=True)
     b.add_argument(
         "--bounds",
-        nargs=2,
-        type=float,
-        metavar=("LO", "HI"),
-        help="public bounds of every feature (points outside are clipped)",
+        type=_bounds_pair,
+        metavar="LO HI",
+        help="public bounds of every feature (points outside are clipped): two numbers in any "
+        "float spelling (--bounds -1e3 1e3) or one pair (--bounds=-10,10)",
     )
     b.add_argument(
         "--bounds-file",
@@ -1040,9 +1043,76 @@ def _raised_in_privclust(exc: BaseException) -> bool:
 _USER_ERRORS = (ValueError, TypeError, FileNotFoundError, BudgetExceededError, ImportError)
 
 
+#: Python parameter names in estimator messages -> what the command line calls them (a hint
+#: must name a flag that exists).
+_CLI_WORDS = (
+    ("use a larger eps (alpha) or eta, or narrower bounds", "use a larger --radius or "
+     "narrower --bounds"),
+    ("use a larger eta or fewer dimensions", "use fewer features (the Python API's "
+     "DPDBSCAN(eta=...) changes the cell width)"),
+    ("eps (alpha)", "--radius"),
+    ("min_samples + min_samples_shift", "--min-samples plus the noise shift"),
+    ("raise min_samples or min_samples_shift", "raise --min-samples"),
+    ("n_clusters=", "--n-clusters "),
+    ("n_components=", "--n-components "),
+)
+
+
+def _in_cli_words(message: str) -> str:
+    for python, cli_words in _CLI_WORDS:
+        message = message.replace(python, cli_words)
+    return message
+
+
+def _bounds_pair(text: str) -> tuple[float, float]:
+    """``--bounds``: "lo,hi" (what :func:`_join_bounds` makes of ``--bounds LO HI``)."""
+    parts = [t for t in text.replace(",", " ").split() if t]
+    if len(parts) != 2:
+        raise argparse.ArgumentTypeError(
+            f"expected two numbers LO HI (e.g. --bounds -100 100 or --bounds=-100,100), got "
+            f"{text!r}"
+        )
+    try:
+        lo, hi = (float(t) for t in parts)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"bounds must be numbers, got {text!r}") from None
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        raise argparse.ArgumentTypeError(
+            f"bounds must be finite (got {lo:g}, {hi:g}): give the range your data can take, "
+            "e.g. --bounds -100 100"
+        )
+    return lo, hi
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _join_bounds(argv: list[str]) -> list[str]:
+    """``--bounds LO HI`` -> ``--bounds=LO,HI``: argparse reads "-1e3" or "-inf" as an option,
+    so the two values are joined before it sees them."""
+    out, i = [], 0
+    while i < len(argv):
+        tok = argv[i]
+        if tok == "--bounds" and i + 2 < len(argv) and all(
+            _is_number(t) for t in argv[i + 1 : i + 3]
+        ):
+            out.append(f"--bounds={argv[i + 1]},{argv[i + 2]}")
+            i += 3
+            continue
+        out.append(tok)
+        i += 1
+    return out
+
+
 def main(argv=None) -> int:
     """Run the command line; returns the exit status (0 success, 2 user error)."""
     parser = build_parser()
+    argv = _join_bounds(list(sys.argv[1:] if argv is None else argv))
     try:
         args = parser.parse_args(argv)
     except _UsageError as exc:
