@@ -395,7 +395,8 @@ def test_faithful_variant_warns(small, tmp_path, capsys):
     assert "variant: faithful  (NOT private)" in captured.out
     assert "** NOT PRIVATE (faithful variant) **" in captured.out
     assert "pure epsilon-DP" not in captured.out
-    assert not load_model(model_path).privacy_report_.private
+    with pytest.warns(UserWarning, match="NOT differentially private"):
+        assert not load_model(model_path).privacy_report_.private
     # Applying it warns again: the labels come from a model that is not private.
     assert cli.main(["predict", str(model_path), str(path)]) == 0
     err = capsys.readouterr().err

@@ -466,7 +466,11 @@ def test_kmeans_family_round_trip(name, kwargs, data, tmp_path):
     model = cls(n_clusters=4, epsilon=2.0, bounds=(-40, 40), random_state=SEED, **kwargs)
     model.fit(data)
     path = save_model(model, tmp_path / "k.json")
-    back = load_model(path)
+    if kwargs.get("variant") == "faithful":  # loading a non-private model says so
+        with pytest.warns(UserWarning, match="NOT differentially private"):
+            back = load_model(path)
+    else:
+        back = load_model(path)
     assert type(back) is cls
     np.testing.assert_array_equal(back.predict(data), model.labels_)
     np.testing.assert_array_equal(back.cluster_centers_, model.cluster_centers_)
@@ -508,3 +512,64 @@ def test_kmeans_family_malformed(data):
     del bad["model"]["n_iter"]
     with pytest.raises(ModelFormatError, match="missing key 'n_iter'"):
         model_from_dict(bad)
+
+
+# --------------------------------------------------------------------------- tampered files
+def _saved_dpm(tmp_path):
+    from sklearn.datasets import make_blobs
+
+    from privclust import DPM
+
+    X, _ = make_blobs(6000, 2, centers=[[-10, -10], [10, 10], [10, -10]], cluster_std=1.0,
+                      random_state=0)
+    path = save_model(DPM(epsilon=1.0, delta=1e-6, bounds=(-15, 15), random_state=0).fit(X),
+                      tmp_path / "m.json")
+    return json.loads(path.read_text())
+
+
+def _edit_params_epsilon(d):
+    d["params"]["epsilon"] = -1
+
+
+def _edit_spent(d):
+    d["privacy_report"]["releases"][0]["epsilon"] = -5
+
+
+def _edit_overspend(d):
+    d["privacy_report"]["releases"][0]["epsilon"] = 50.0
+
+
+def _edit_private_flag(d):
+    d["privacy_report"]["private"] = False
+
+
+def _edit_bounds(d):
+    d["params"]["bounds"] = [10, -10]
+
+
+def _edit_tree_feature(d):
+    tree = d["model"]["split_tree"]
+    inner = [i for i, f in enumerate(tree["feature"]) if f >= 0]
+    tree["feature"][inner[0]] = 7
+
+
+def _edit_centre_outside(d):
+    d["model"]["cluster_centers"][0][0] = 1e6
+
+
+@pytest.mark.parametrize(("edit", "match"), [
+    (_edit_params_epsilon, "params"),
+    (_edit_spent, "epsilon=-5"),
+    (_edit_overspend, "more than its plan"),
+    (_edit_private_flag, '"private": false'),
+    (_edit_bounds, "bounds"),
+    (_edit_tree_feature, "feature 7"),
+    (_edit_centre_outside, "outside the model's bounds"),
+])
+def test_a_tampered_model_is_refused(tmp_path, edit, match):
+    d = _saved_dpm(tmp_path)
+    edit(d)
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(d))
+    with pytest.raises(ModelFormatError, match=match):
+        load_model(path)

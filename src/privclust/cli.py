@@ -669,14 +669,8 @@ def _cmd_cluster(args) -> int:
 
 
 def _cmd_predict(args) -> int:
-    model = io.load_model(args.model)
+    model = io.load_model(args.model)  # warns if the model is not private
     out = _check_output_path(args.out, "labels file") if args.out else None
-    report = getattr(model, "privacy_report_", None)
-    if report is not None and not report.private:
-        _warn_line(
-            f"{args.model} was fitted by a variant that is NOT differentially private (its "
-            "privacy report lists exact publications); do not publish its output"
-        )
     X, _ = _read_data(args.input, args.header)
     d = int(model.n_features_in_)
     if X.shape[1] != d:

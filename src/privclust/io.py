@@ -34,6 +34,7 @@ import math
 import numbers
 import os
 import re
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -51,7 +52,8 @@ from .cluster import (
     SplitTree,
     SubClustering,
 )
-from .privacy import Budget, PrivacyReport, Release
+from .cluster._base import check_bounds
+from .privacy import Budget, PrivacyLeakWarning, PrivacyReport, Release
 
 __all__ = [
     "FORMAT",
@@ -275,10 +277,34 @@ def privacy_report_from_dict(d: dict) -> PrivacyReport:
         names = {f.name for f in fields(Release)}
         for r in d.get("releases", []):
             kwargs = {k: v for k, v in r.items() if k in names}
-            report.add(Release(**kwargs))
+            report.add(_checked_release(Release(**kwargs)))
+        total = report.total()
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise ModelFormatError(f"the privacy report is malformed: {_describe(exc)}") from None
+    if "private" in d and bool(d["private"]) != report.private:
+        raise ModelFormatError(
+            f'the privacy report says "private": {str(bool(d["private"])).lower()} but its '
+            "releases say otherwise; the file was edited"
+        )
+    if not total.fits_in(report.planned):
+        raise ModelFormatError(
+            f"the privacy report's releases spend epsilon={total.epsilon:.6g}, "
+            f"delta={total.delta:.3g}, more than its plan (epsilon={report.planned.epsilon:.6g}, "
+            f"delta={report.planned.delta:.3g}); the file was edited or is corrupt"
+        )
     return report
+
+
+def _checked_release(r: Release) -> Release:
+    for name in ("epsilon", "delta", "rho"):
+        v = getattr(r, name)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not (
+            math.isfinite(v) and v >= 0
+        ):
+            raise ValueError(f"release {r.target!r} has {name}={v!r}; it must be a number >= 0")
+    if r.delta >= 1:
+        raise ValueError(f"release {r.target!r} has delta={r.delta!r}; it must be < 1")
+    return r
 
 
 # --------------------------------------------------------------------------------------------
@@ -321,6 +347,23 @@ def _load_centres(m: dict) -> tuple[int, np.ndarray, np.ndarray]:
     return d, centres, sizes
 
 
+def _check_tree(tree: SplitTree, d: int) -> None:
+    """A split tree that ``predict`` can walk: features in range, finite thresholds, children
+    that exist and lie deeper (no cycles)."""
+    n = tree.n_nodes
+    for i in range(n):
+        f, left, right = int(tree.feature[i]), int(tree.left[i]), int(tree.right[i])
+        if left < 0 and right < 0:
+            continue
+        if not 0 <= f < d:
+            raise ValueError(f"split_tree node {i} splits on feature {f}, but the model has {d}")
+        if not np.isfinite(tree.threshold[i]):
+            raise ValueError(f"split_tree node {i} has a non-finite threshold")
+        for child in (left, right):
+            if not (i < child < n) or int(tree.depth[child]) != int(tree.depth[i]) + 1:
+                raise ValueError(f"split_tree node {i} has an invalid child {child}")
+
+
 def _dpm_load(est: DPM, m: dict) -> None:
     d, centres, sizes = _load_centres(m)
     k = centres.shape[0]
@@ -341,6 +384,7 @@ def _dpm_load(est: DPM, m: dict) -> None:
             raise ValueError(
                 f"split_tree.{name} has {len(getattr(tree, name))} entries, expected {n_nodes}"
             )
+    _check_tree(tree, d)
     leaf_ids = sorted(tree.leaf_index[i] for i in tree.leaves())
     if n_nodes and leaf_ids != list(range(k)):
         raise ValueError(f"split_tree has {len(leaf_ids)} leaves for {k} centres")
@@ -485,9 +529,45 @@ def model_from_dict(d: dict, *, source: str = "the model") -> Any:
         ) from None
     try:
         est.privacy_report_ = privacy_report_from_dict(d["privacy_report"])
+        _check_loaded(est)
     except ModelFormatError as exc:
         raise ModelFormatError(f"{source}: {exc}") from None
+    if not est.privacy_report_.private:
+        warnings.warn(
+            f"{source} was fitted by a variant that is NOT differentially private (its privacy "
+            "report lists exact publications); do not publish what it outputs",
+            PrivacyLeakWarning,
+            stacklevel=3,
+        )
     return est
+
+
+def _check_loaded(est) -> None:
+    """The loaded model against its own invariants: parameters an estimator would accept,
+    ordered bounds, finite centres inside them."""
+    for check in ("_check_params", "_check_common"):
+        if hasattr(est, check) and not isinstance(est, MorseMerging):
+            try:
+                getattr(est, check)()
+            except (ValueError, TypeError) as exc:
+                raise ModelFormatError(f'"params" are invalid: {_describe(exc)}') from None
+            break
+    d = getattr(est, "n_features_in_", None)
+    bounds = getattr(est, "bounds", None)
+    if bounds is not None and d is not None:
+        try:
+            b = check_bounds(bounds, int(d))
+        except ValueError as exc:
+            raise ModelFormatError(f"params.bounds are invalid: {_describe(exc)}") from None
+        centres = getattr(est, "cluster_centers_", None)
+        if centres is not None and np.size(centres):
+            c = np.asarray(centres, dtype=float)
+            slack = 1e-9 * (b[:, 1] - b[:, 0])
+            if not np.isfinite(c).all() or (c < b[:, 0] - slack).any() or (
+                c > b[:, 1] + slack
+            ).any():
+                raise ModelFormatError("cluster_centers lie outside the model's bounds; the "
+                                       "file was edited or is corrupt")
 
 
 def save_model(model, path: str | os.PathLike[str]) -> Path:
