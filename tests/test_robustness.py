@@ -95,3 +95,41 @@ def test_sphere_packing_places_many_centres_apart():
 def test_more_clusters_than_records_is_said():
     with pytest.warns(UserWarning, match="more than the 10 records"):
         DPLloyd(n_clusters=50, bounds=(-1, 1), random_state=0).fit(U100[:10])
+
+
+# --------------------------------------------------------------------------- scikit-learn habits
+def test_feature_names_are_kept_and_checked():
+    pd = pytest.importorskip("pandas")
+    X = pd.DataFrame(RNG.uniform(-1, 1, (500, 2)), columns=["lon", "lat"])
+    for est in (DPLloyd(n_clusters=3, bounds=(-1, 1), random_state=0),
+                DPM(delta=1e-6, bounds=(-1, 1), random_state=0),
+                DPDBSCAN(1.0, eps=0.3, bounds=(-1, 1), random_state=0),
+                MorseMerging(DPLloyd(n_clusters=5, bounds=(-1, 1)), 2, epsilon=1.0,
+                             random_state=0)):
+        m = est.fit(X)
+        assert list(m.feature_names_in_) == ["lon", "lat"]
+        np.testing.assert_array_equal(m.predict(X), m.labels_)
+        np.testing.assert_array_equal(m.predict(X.to_numpy()), m.labels_)  # arrays: no names
+        with pytest.raises(ValueError, match="columns \\['lat', 'lon'\\]"):
+            m.predict(X[["lat", "lon"]])  # swapped columns were once scored silently
+    plain = DPLloyd(n_clusters=3, bounds=(-1, 1), random_state=0).fit(X.to_numpy())
+    assert not hasattr(plain, "feature_names_in_")
+
+
+def test_pandas_nullable_dtypes_are_numbers():
+    pd = pytest.importorskip("pandas")
+    X = pd.DataFrame(RNG.uniform(-1, 1, (300, 2)), columns=["a", "b"]).astype("Float64")
+    m = DPM(delta=1e-6, bounds=(-1, 1), random_state=0).fit(X)  # once "dtype object"
+    assert m.labels_.shape == (300,)
+    X.iloc[3, 1] = pd.NA
+    with pytest.raises(ValueError, match="NaN or infinite values in 1 row"):
+        DPM(delta=1e-6, bounds=(-1, 1)).fit(X)
+    with pytest.raises(ValueError, match="column\\(s\\) c are not"):
+        DPM(delta=1e-6, bounds=(-1, 1)).fit(X.fillna(0).assign(c="x"))
+
+
+def test_sparse_input_is_refused_with_a_reason():
+    from scipy import sparse
+
+    with pytest.raises(ValueError, match="sparse matrix; privclust works on dense arrays"):
+        DPM(delta=1e-6, bounds=(-1, 1)).fit(sparse.csr_matrix(U100))

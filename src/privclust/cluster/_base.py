@@ -31,6 +31,7 @@ __all__ = [
     "MIN_WIDTH",
     "PrivateClusterMixin",
     "check_bounds",
+    "check_X",
     "check_data",
     "check_delta",
     "check_epsilon",
@@ -68,10 +69,79 @@ def check_delta(delta, *, allow_none: bool = True, required: bool = False) -> fl
     return float(delta)
 
 
+def feature_names(X) -> np.ndarray | None:
+    """The column names of a DataFrame-like ``X`` when they are all strings (scikit-learn's
+    rule for ``feature_names_in_``), else None."""
+    cols = getattr(X, "columns", None)
+    if cols is None:
+        return None
+    names = np.asarray(list(cols), dtype=object)
+    if names.size and all(isinstance(c, str) for c in names):
+        return names
+    return None
+
+
+def _dataframe_to_array(X, name: str) -> np.ndarray:
+    """pandas (nullable dtypes included: ``Float64``, ``Int64``, ``boolean``) -> float array,
+    missing values as NaN (refused with the others below)."""
+    dtypes = getattr(X, "dtypes", None)
+    if dtypes is not None and hasattr(dtypes, "items"):
+        from pandas.api.types import is_bool_dtype, is_numeric_dtype
+
+        bad = [str(c) for c, t in dtypes.items() if not (is_numeric_dtype(t) or is_bool_dtype(t))]
+        if bad:
+            raise ValueError(
+                f"{name} must be numeric; column(s) {', '.join(bad[:5])} are not. Drop or "
+                "encode non-numeric columns first."
+            )
+        return X.to_numpy(dtype=np.float64, na_value=np.nan)
+    if hasattr(X, "dtype") and not np.issubdtype(np.dtype(getattr(X.dtype, "numpy_dtype",
+                                                                  X.dtype)), np.number):
+        return X.to_numpy()
+    try:
+        return X.to_numpy(dtype=np.float64, na_value=np.nan)
+    except (TypeError, ValueError):
+        return X.to_numpy()
+
+
+def check_X(est, X, *, reset: bool) -> np.ndarray:
+    """``check_data`` plus scikit-learn's feature-name contract: ``fit`` (``reset=True``)
+    records the columns of a DataFrame in ``est.feature_names_in_``; ``predict`` refuses other
+    columns (a DataFrame with its columns swapped would otherwise be scored silently)."""
+    names = feature_names(X)
+    if reset:
+        if names is not None:
+            est.feature_names_in_ = names
+        elif hasattr(est, "feature_names_in_"):
+            del est.feature_names_in_
+    else:
+        fitted = getattr(est, "feature_names_in_", None)
+        if fitted is not None and names is not None and (
+            names.shape != fitted.shape or (names != fitted).any()
+        ):
+            raise ValueError(
+                f"X has columns {list(names)[:8]} but the model was fitted on "
+                f"{list(fitted)[:8]}; pass the same columns in the same order, e.g. "
+                "X[model.feature_names_in_]"
+            )
+    return check_data(X)
+
+
 def check_data(X, *, name: str = "X", min_samples: int = 1) -> np.ndarray:
     """A finite 2-D float array, or a clear error. float32 stays float32 (memory)."""
+    if hasattr(X, "tocsr") or type(X).__module__.startswith("scipy.sparse"):
+        raise ValueError(
+            f"{name} is a sparse matrix; privclust works on dense arrays. Convert it with "
+            "X.toarray() if it fits in memory (clustering sparse high-dimensional data usually "
+            "calls for a dense embedding first)"
+        )
     if hasattr(X, "to_numpy"):  # pandas
-        X = X.to_numpy()
+        if getattr(X, "dtypes", None) is not None and all(
+            str(t) in ("float32", "float64") for t in getattr(X, "dtypes", [])
+        ):
+            X = X.to_numpy()
+        else:
+            X = _dataframe_to_array(X, name)
     try:
         arr = np.asarray(X)
     except Exception as exc:  # ragged lists etc.
@@ -246,6 +316,9 @@ class PrivateClusterMixin(ClusterMixin, BaseEstimator):
         if accountant is not None:
             accountant.attach(report)
 
+    def _check_X(self, X, *, reset: bool) -> np.ndarray:
+        return check_X(self, X, reset=reset)
+
     def _make_engine(self, X, bounds) -> LocalEngine:
         engine = LocalEngine(X, bounds)
         if engine.n_clipped_records:
@@ -274,7 +347,7 @@ class PrivateClusterMixin(ClusterMixin, BaseEstimator):
     def predict(self, X):
         """Index of the nearest private centre (post-processing of the private model)."""
         self._check_fitted()
-        arr = check_data(X)
+        arr = self._check_X(X, reset=False)
         if arr.shape[1] != self.cluster_centers_.shape[1]:
             raise ValueError(
                 f"X has {arr.shape[1]} features; the model was fitted on "

@@ -83,7 +83,6 @@ from ..privacy import Mechanisms, public_unit_directions, resolve_random_state
 from ._base import (
     PrivateClusterMixin,
     check_bounds,
-    check_data,
     check_epsilon,
 )
 from .lloyd import (
@@ -268,7 +267,7 @@ class _ConvergentKMeans(PrivateClusterMixin):
         extra = self._extra_params()
         name = type(self).__name__
         plan, accountant = self._open_plan(eps, 0.0)  # checked before any data is read
-        X = check_data(X)
+        X = self._check_X(X, reset=True)
         check_n_clusters(k, X.shape[0])
         bounds = check_bounds(self.bounds, X.shape[1])
         faithful = self.variant == "faithful"

@@ -622,7 +622,7 @@ class DPDBSCAN(PrivateClusterMixin):
         """Release the spans of X privately. ``y`` is ignored (scikit-learn compatibility)."""
         epsilon, alpha, min_pts, eta, beta, share, shift = self._check_params()
         plan, accountant = self._open_plan(epsilon, 0.0)  # checked before any data is read
-        X = check_data(X)
+        X = self._check_X(X, reset=True)
         d = X.shape[1]
         bounds = check_bounds(self.bounds, d)
         offsets = neighbour_offsets(d, eta)
@@ -851,7 +851,7 @@ class DPDBSCAN(PrivateClusterMixin):
         search in the sorted core cells (no per-cell allocation on large grids).
         """
         self._check_fitted()
-        arr = check_data(X)
+        arr = self._check_X(X, reset=False)
         d = self.span_cells_.shape[1]
         if arr.shape[1] != d:
             raise ValueError(f"X has {arr.shape[1]} features; the model was fitted on {d}")

@@ -17,7 +17,6 @@ from ..privacy import Mechanisms, count_offset, public_offsets, resolve_random_s
 from ._base import (
     PrivateClusterMixin,
     check_bounds,
-    check_data,
     check_delta,
     check_epsilon,
     nearest_centre,
@@ -320,7 +319,7 @@ class DPM(PrivateClusterMixin):
         eps, delta, depth, t, q, alpha, shares, dshares, sigmas = self._check_params()
         # The plan depends on the parameters only: checked before any data is read.
         plan, accountant = self._open_plan(eps, delta)
-        X = check_data(X)
+        X = self._check_X(X, reset=True)
         bounds = check_bounds(self.bounds, X.shape[1])
         source = resolve_random_state(self.random_state)
         adaptive = bool(self.adaptive_intervals) and depth > 1

@@ -20,7 +20,6 @@ from ..privacy import NOISY_N_SHARE, Mechanisms, resolve_random_state
 from ._base import (
     PrivateClusterMixin,
     check_bounds,
-    check_data,
     check_epsilon,
     nearest_centre,
 )
@@ -366,7 +365,7 @@ class DPLloyd(PrivateClusterMixin):
         """Cluster X privately. ``y`` is ignored (present for scikit-learn compatibility)."""
         eps, k, max_iter, n_iter = self._check_params()
         plan, accountant = self._open_plan(eps, 0.0)  # checked before any data is read
-        X = check_data(X)
+        X = self._check_X(X, reset=True)
         check_n_clusters(k, X.shape[0])
         bounds = check_bounds(self.bounds, X.shape[1])
         source = resolve_random_state(self.random_state)

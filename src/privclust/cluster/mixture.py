@@ -26,7 +26,6 @@ from ..privacy import NOISY_N_SHARE, Mechanisms, resolve_random_state, zcdp_gaus
 from ._base import (
     PrivateClusterMixin,
     check_bounds,
-    check_data,
     check_delta,
     check_epsilon,
 )
@@ -403,7 +402,7 @@ class DPGaussianMixture(PrivateClusterMixin):
         """Fit the mixture privately. ``y`` is ignored (scikit-learn compatibility)."""
         eps, delta, k, T = self._check_params()
         plan, accountant = self._open_plan(eps, delta)  # checked before any data is read
-        X = check_data(X)
+        X = self._check_X(X, reset=True)
         check_n_clusters(k, X.shape[0], "n_components")
         d = X.shape[1]
         bounds = check_bounds(self.bounds, d)
@@ -515,7 +514,7 @@ class DPGaussianMixture(PrivateClusterMixin):
     def predict_log_terms(self, X):
         """``log(pi_k N(x; mu_k, Sigma_k))`` per row and component (post-processing)."""
         self._check_fitted()
-        arr = check_data(X)
+        arr = self._check_X(X, reset=False)
         if arr.shape[1] != self.means_.shape[1]:
             raise ValueError(
                 f"X has {arr.shape[1]} features; the model was fitted on {self.means_.shape[1]}"

@@ -36,7 +36,15 @@ from ..privacy import (
     resolve_random_state,
     zcdp_to_approx_dp,
 )
-from ._base import check_bounds, check_data, check_delta, check_epsilon, nearest_centre
+from ._base import (
+    check_bounds,
+    check_data,
+    check_delta,
+    check_epsilon,
+    check_X,
+    feature_names,
+    nearest_centre,
+)
 from .mixture import (
     DPGaussianMixture,
     _unit_engine,
@@ -1158,6 +1166,7 @@ class MorseMerging(ClusterMixin, BaseEstimator):
         """Fit the base if needed (and the covariance pass for a centre model), then the Morse
         step, which reads no data. ``X`` may be None for a fitted mixture base."""
         k = self._check_params()
+        names = None if X is None else feature_names(X)
         base = self.base_estimator
         fitted = _is_fitted(base)
         mixture = _is_mixture(base)
@@ -1220,6 +1229,10 @@ class MorseMerging(ClusterMixin, BaseEstimator):
         self.bounds_ = bounds
         self.n_features_in_ = d
         self._morse(k)
+        if names is not None:
+            self.feature_names_in_ = names
+        elif hasattr(self, "feature_names_in_"):
+            del self.feature_names_in_
         if X is not None:
             self.labels_ = self.predict(X)
         return self
@@ -1545,7 +1558,7 @@ class MorseMerging(ClusterMixin, BaseEstimator):
         """Cluster of every row: the basin its flow reaches (``predict_method='flow'``, Thm 5.3),
         or the faster component shortcuts (see the class docstring). Post-processing."""
         self._check_fitted()
-        arr = check_data(X)
+        arr = check_X(self, X, reset=False)
         if arr.shape[1] != self.n_features_in_:
             raise ValueError(
                 f"X has {arr.shape[1]} features; the model was fitted on {self.n_features_in_}"
