@@ -66,6 +66,7 @@ from functools import lru_cache
 
 import numpy as np
 from scipy import optimize
+from scipy.optimize import minimize_scalar
 from scipy.stats import binom, nbinom
 from scipy.stats import gamma as gamma_dist
 
@@ -473,10 +474,40 @@ def gamma_geometric(epsilon: float, beta: float, kappa: int, n_cells: int) -> in
     per_cell = math.ceil(math.log(2.0 * kappa * int(n_cells) / (beta * (1.0 + q))) / eps)
     hi = kappa * max(per_cell, 1)
 
-    def ok(g: int) -> bool:
-        return geometric_sum_sf(g + 1, eps, kappa, atol=target * 1e-9) * (1 + 1e-9) <= target
+    if _nb_cutoff(kappa, -math.expm1(-eps), target * 1e-9) > _EXACT_TAIL_TERMS:
+        # small epsilon: the exact tail sums millions of terms (seconds to minutes, growing
+        # like 1/eps); its Chernoff bound is a few evaluations and only ever larger
+        def ok(g: int) -> bool:
+            return geometric_sum_chernoff(g + 1, eps, kappa) <= target
+    else:
+        def ok(g: int) -> bool:
+            return geometric_sum_sf(g + 1, eps, kappa, atol=target * 1e-9) * (1 + 1e-9) <= target
 
     return _smallest_int(ok, hi)
+
+
+#: Terms of the exact tail sum above which gamma_geometric uses the Chernoff bound instead.
+_EXACT_TAIL_TERMS = 200_000
+
+
+def geometric_sum_chernoff(g: int, epsilon: float, kappa: int) -> float:
+    """Chernoff upper bound on ``P(S >= g)``, ``S`` the sum of ``kappa`` two-sided
+    geometric(eps) noises: ``min_t exp(-t g) M(t)^kappa`` over ``0 < t < eps`` with the moment
+    generating function ``M(t) = (1 - q)^2 / ((1 - q e^t)(1 - q e^-t))``, ``q = e^-eps``. Never
+    below the exact tail, so a Gamma computed from it keeps its guarantee."""
+    eps = _check_eps(epsilon)
+    kappa = _check_kappa(kappa)
+    log_q = -eps
+
+    def log_bound(u: float) -> float:  # t = u * eps, u in (0, 1)
+        t = u * eps
+        log_m = (2 * math.log(-math.expm1(log_q)) - math.log(-math.expm1(log_q + t))
+                 - math.log(-math.expm1(log_q - t)))
+        return -t * g + kappa * log_m
+
+    res = minimize_scalar(log_bound, bounds=(1e-12, 1 - 1e-12), method="bounded",
+                          options={"xatol": 1e-12})
+    return float(min(1.0, math.exp(min(res.fun, 0.0))))
 
 
 def positive_part_sum_sf(g: float, epsilon: float, kappa: int,
