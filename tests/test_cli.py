@@ -738,3 +738,20 @@ def test_dbscan_hints_name_flags_that_exist(csv_file, capsys):
                    "--epsilon", "1", "--bounds", "-40", "40"])
     err = capsys.readouterr().err
     assert rc == 2 and "--radius" in err and "eta" not in err and "eps (alpha)" not in err
+
+
+def test_a_long_stage_says_so_when_not_on_a_terminal(capsys):
+    """Piped or logged, a stage that takes a second or more leaves a line (short ones stay
+    quiet, so a user mistake is still one line)."""
+    log = cli._StageLog()
+    now = [100.0]
+    log._clock = lambda: now[0]
+    log.set_description_str("fitting DPGaussianMixture")
+    now[0] += 42.0
+    log.update()
+    log.set_description_str("writing")
+    now[0] += 0.1
+    log.update()
+    log.close()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["privclust: fitting DPGaussianMixture: done in 42.0 s"]
