@@ -45,6 +45,10 @@ ERRORS = [
     (lambda: DPDBSCAN(1.0, eps=1e-300, bounds=(-1, 1)).fit(U100), "eps \\(alpha\\) is too small"),
     (lambda: DPM(delta=1e-6, bounds=(-np.inf, np.inf)).fit(U100), "finite"),
     (lambda: DPM(delta=1e-6, bounds=(1.0, 1.0 + 1e-12)).fit(U100), "too narrow"),
+    # once 79 clusters on 4 blobs and a NumPy warning at epsilon 1e5
+    (lambda: DPM(epsilon=1e5, delta=1e-6, bounds=(-1, 1)).fit(U100),
+     "epsilon=100000.0 is outside the range"),
+    (lambda: DPLloyd(n_clusters=2, epsilon=1e-9, bounds=(-1, 1)).fit(U100), "outside the range"),
 ]
 
 

@@ -22,11 +22,15 @@ from ..privacy import Accountant, Budget, PrivacyLeakWarning, PrivacyPlan, Priva
 #: MIN_WIDTH and MIN_RELATIVE_WIDTH of the largest bound. Inside it no sum, square or grid index
 #: privclust computes can overflow float64 (or float32, which some passes use for speed).
 MAX_ABS_BOUND = 1e30
+#: Supported epsilon range of every estimator.
+MIN_EPSILON, MAX_EPSILON = 1e-6, 1e3
 MIN_WIDTH = 1e-30
 MIN_RELATIVE_WIDTH = 1e-9
 
 __all__ = [
     "MAX_ABS_BOUND",
+    "MAX_EPSILON",
+    "MIN_EPSILON",
     "MIN_RELATIVE_WIDTH",
     "MIN_WIDTH",
     "PrivateClusterMixin",
@@ -45,6 +49,12 @@ def check_epsilon(epsilon) -> float:
     if not (epsilon > 0) or not math.isfinite(epsilon):
         raise ValueError(
             f"epsilon must be a positive finite number (e.g. epsilon=1.0), got {epsilon!r}"
+        )
+    if not MIN_EPSILON <= epsilon <= MAX_EPSILON:
+        raise ValueError(
+            f"epsilon={epsilon!r} is outside the range privclust supports, [{MIN_EPSILON:g}, "
+            f"{MAX_EPSILON:g}]: above it the guarantee (a factor e^epsilon) means nothing and "
+            "the mechanisms' arithmetic overflows; below it every release is noise"
         )
     return float(epsilon)
 
