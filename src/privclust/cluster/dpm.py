@@ -311,6 +311,8 @@ class DPM(PrivateClusterMixin):
                          dshares[0] / (depth + 1))
         for level, e in enumerate(_level_shares(eps_exp, depth) if depth else []):
             plan.add(f"split choice, level {level}", "exponential", "pure", e)
+        if depth == 0:  # no split to choose: the root's average gets that share too
+            eps_avg += eps_exp
         plan.add("leaf averages", "gaussian (analytic)", "approx", eps_avg,
                  dshares[1] if self.count_shift else 1.0)
 

@@ -29,8 +29,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-
-from scipy.optimize import brentq
+from functools import lru_cache
 
 from .budget import Budget, compose, zcdp_to_approx_dp
 
@@ -73,6 +72,7 @@ def rule_delta(n_hat: float, cap: float = DELTA_CAP) -> float:
     return float(min(cap, max(n_ref, 1.0) ** -1.5))
 
 
+@lru_cache(maxsize=1024)
 def zcdp_rho_for(epsilon: float, delta: float) -> float:
     """The largest rho whose conversion to ``(eps, delta)``-DP (the ledger's own,
     :func:`~privclust.privacy.zcdp_to_approx_dp`) gives at most ``epsilon``.
@@ -84,14 +84,27 @@ def zcdp_rho_for(epsilon: float, delta: float) -> float:
                          f"{epsilon}, {delta}")
     L = math.log(1.0 / delta)
     low = (math.sqrt(L + epsilon) - math.sqrt(L)) ** 2  # Bun-Steinke: converts to <= epsilon
+
+    def excess(r: float) -> float:
+        return zcdp_to_approx_dp(r, delta) - epsilon
+
     high = max(epsilon, 4 * low)
-    while zcdp_to_approx_dp(high, delta) < epsilon:
+    for _ in range(200):
+        if excess(high) >= 0:
+            break
         high *= 2
-    rho = brentq(lambda r: zcdp_to_approx_dp(r, delta) - epsilon, low, high,
-                 xtol=1e-15, rtol=1e-13, maxiter=500)
-    while zcdp_to_approx_dp(rho, delta) > epsilon:  # never above the plan
-        rho *= 1 - 1e-13
-    return float(rho)
+    if excess(low) > 0:  # cannot happen (the ledger's conversion is at most Bun-Steinke's)
+        return float(low)
+    # bisection on the ledger's own conversion: the result never converts above epsilon
+    for _ in range(200):
+        mid = 0.5 * (low + high)
+        if excess(mid) > 0:
+            high = mid
+        else:
+            low = mid
+        if high - low <= 1e-13 * high:
+            break
+    return float(low)
 
 
 @dataclass
