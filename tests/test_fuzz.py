@@ -179,3 +179,64 @@ def test_fuzzed_fits_end_cleanly(name):
             _check_model(model, X, bounds)
 
     run()
+
+
+# --------------------------------------------------------------------------- the command line
+CLI_EXAMPLES = max(10, EXAMPLES // 2)
+
+
+@st.composite
+def cli_cases(draw):
+    algo = draw(st.sampled_from(["dpm", "dbscan", "lloyd", "kmeans-guarantee", "subclustering",
+                                 "mixture", "morse"]))
+    args = ["--algorithm", algo, "--epsilon", draw(st.sampled_from(["1", "0.5", "-1", "abc",
+                                                                    "1e9", "2"]))]
+    args += draw(st.sampled_from([["--bounds", "-3", "3"], ["--bounds=-1e3,1e3"],
+                                  ["--bounds", "-inf", "inf"], ["--bounds", "3", "-3"], []]))
+    if algo in ("lloyd", "kmeans-guarantee", "subclustering", "morse"):
+        args += ["--n-clusters", draw(st.sampled_from(["2", "0", "3"]))]
+    if algo in ("mixture", "morse"):
+        args += ["--n-components", draw(st.sampled_from(["3", "4"]))]
+    if algo == "dbscan":
+        args += ["--radius", draw(st.sampled_from(["0.5", "1e-40", "0"]))]
+    rows = draw(st.integers(0, 40))
+    content = draw(st.sampled_from(["numbers", "header", "text", "nan", "ragged"]))
+    return args, rows, content
+
+
+def _write_csv(path, rows, content, seed):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(0, 1, (rows, 2))
+    lines = ["x,y"] if content == "header" else []
+    lines += [f"{a:.4f},{b:.4f}" for a, b in X]
+    if content == "text" and lines:
+        lines[-1] = "abc,1.0"
+    if content == "nan" and lines:
+        lines[0] = "nan,1.0"
+    if content == "ragged" and lines:
+        lines[0] = "1.0"
+    path.write_text("\n".join(lines) + ("\n" if lines else ""))
+
+
+def test_fuzzed_command_lines_end_in_success_or_one_error_line(tmp_path, capsys):
+    from privclust import cli
+
+    @settings(max_examples=CLI_EXAMPLES, derandomize=True, deadline=None, database=None,
+              suppress_health_check=list(HealthCheck))
+    @given(cli_cases(), st.integers(0, 100))
+    def run(case, seed):
+        args, rows, content = case
+        path = tmp_path / "data.csv"
+        _write_csv(path, rows, content, seed)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            rc = cli.main(["cluster", str(path), "--seed", "1", *args])
+        err = capsys.readouterr().err
+        errors = [ln for ln in err.splitlines() if ln.startswith("privclust: error:")]
+        assert "Traceback" not in err
+        assert rc in (0, 2), (rc, err)
+        if rc == 2:
+            assert len(errors) == 1, err
+            assert not any(j in errors[0] for j in JARGON), errors[0]
+
+    run()
