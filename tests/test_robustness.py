@@ -49,6 +49,12 @@ ERRORS = [
     (lambda: DPM(epsilon=1e5, delta=1e-6, bounds=(-1, 1)).fit(U100),
      "epsilon=100000.0 is outside the range"),
     (lambda: DPLloyd(n_clusters=2, epsilon=1e-9, bounds=(-1, 1)).fit(U100), "outside the range"),
+    # parameters that make every record expensive are refused with the predicted time (once
+    # over 60 s and 39 s on 10,000 records)
+    (lambda: DPGaussianMixture(n_components=50, n_iter=100, delta=1e-6, bounds=(-1, 1)).fit(
+        RNG.uniform(-1, 1, (10_000, 100))), "would take about .* s on these 10,000 records"),
+    (lambda: SubClustering(n_clusters=200, internal_k=50, max_iter=10, bounds=(-1, 1)).fit(
+        RNG.uniform(-1, 1, (10_000, 10))), "lower n_clusters, internal_k or max_iter"),
 ]
 
 

@@ -268,6 +268,23 @@ def data_bounds(X, *, allow_leak: bool = False, margin: float = 0.0) -> np.ndarr
     return np.column_stack([lo - pad, hi + pad])
 
 
+#: Work per record above which a fit is refused before it starts: at most ~10 s per 10,000
+#: records on this library's reference machine (2 cores), however the parameters are set.
+MAX_SECONDS_PER_10K_RECORDS = 10.0
+
+
+def check_fit_cost(n: int, seconds_per_record: float, what: str, advice: str) -> None:
+    """Refuse up front a fit whose parameters make every record expensive: ``seconds_per_record``
+    is the estimator's own cost model (measured). Scales with n, so big data with ordinary
+    parameters is never refused; only parameters that cost more than ~1 ms per record are."""
+    predicted = seconds_per_record * max(n, 1)
+    if seconds_per_record * 10_000 > MAX_SECONDS_PER_10K_RECORDS:
+        raise ValueError(
+            f"{what} would take about {predicted:,.0f} s on these {n:,} records "
+            f"({seconds_per_record * 1e3:.1f} ms per record); {advice}"
+        )
+
+
 def nearest_centre(X: np.ndarray, centres: np.ndarray) -> np.ndarray:
     """Index of the nearest centre for every row (chunked: no (n, k) matrix for large n)."""
     return nearest_centres(X, centres)

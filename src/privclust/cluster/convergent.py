@@ -84,6 +84,7 @@ from ._base import (
     PrivateClusterMixin,
     check_bounds,
     check_epsilon,
+    check_fit_cost,
 )
 from .lloyd import (
     check_n_clusters,
@@ -269,6 +270,14 @@ class _ConvergentKMeans(PrivateClusterMixin):
         plan, accountant = self._open_plan(eps, 0.0)  # checked before any data is read
         X = self._check_X(X, reset=True)
         check_n_clusters(k, X.shape[0])
+        # measured per record: ~7e-10 s x cluster x feature x iteration (nearest centres), and
+        # ~4e-9 s x cluster x sub-cluster x feature x iteration for SubClustering's sub-cells
+        subs = extra.get("internal_k", 0)
+        dims = max(X.shape[1], 2)
+        check_fit_cost(X.shape[0], (7e-10 + 4e-9 * subs) * k * dims * T,
+                       f"{name}(n_clusters={k}, max_iter={T}"
+                       + (f", internal_k={subs})" if "internal_k" in extra else ")"),
+                       "lower n_clusters, internal_k or max_iter")
         bounds = check_bounds(self.bounds, X.shape[1])
         faithful = self.variant == "faithful"
         if faithful and X.shape[0] < k:  # the faithful variant is not private: n may be read

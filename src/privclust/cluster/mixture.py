@@ -28,6 +28,7 @@ from ._base import (
     check_bounds,
     check_delta,
     check_epsilon,
+    check_fit_cost,
 )
 from .lloyd import check_n_clusters, public_init
 
@@ -405,6 +406,10 @@ class DPGaussianMixture(PrivateClusterMixin):
         X = self._check_X(X, reset=True)
         check_n_clusters(k, X.shape[0], "n_components")
         d = X.shape[1]
+        # measured: ~1e-9 s per record x component x feature^2 x iteration
+        check_fit_cost(X.shape[0], 1e-9 * k * max(d, 4) ** 2 * T,
+                       f"DPGaussianMixture(n_components={k}, n_iter={T}) on {d} features",
+                       "lower n_components, n_iter or the number of features")
         bounds = check_bounds(self.bounds, d)
         source = resolve_random_state(self.random_state)
         mid, half = _unit_map(bounds)
