@@ -23,6 +23,15 @@ from privclust import (
 from privclust.cluster.lloyd import sphere_packing_init
 
 RNG = np.random.default_rng(0)
+
+
+class _Untouchable:
+    """Data that fails the test if anything reads it (the refusal must come first)."""
+
+    shape = (100, 2)
+
+    def __array__(self, *args, **kwargs):
+        raise AssertionError("the data was read before the cost was checked")
 U100 = RNG.uniform(-1, 1, (100, 2))
 
 ERRORS = [
@@ -55,6 +64,10 @@ ERRORS = [
         RNG.uniform(-1, 1, (10_000, 100))), "would take about .* s on these 10,000 records"),
     (lambda: SubClustering(n_clusters=200, internal_k=50, max_iter=10, bounds=(-1, 1)).fit(
         RNG.uniform(-1, 1, (10_000, 10))), "lower n_clusters, internal_k or max_iter"),
+    (lambda: MorseMerging(DPGaussianMixture(n_components=100, bounds=(-1, 1)), 2,
+                          epsilon=1.0).fit(_Untouchable()), "Morse step over 100 components"),
+    (lambda: MorseMerging(DPLloyd(n_clusters=50, bounds=(-1, 1)), 2, epsilon=1.0,
+                          max_components=60).fit(_Untouchable()), "would take about"),
 ]
 
 

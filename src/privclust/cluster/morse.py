@@ -1170,6 +1170,7 @@ class MorseMerging(ClusterMixin, BaseEstimator):
         base = self.base_estimator
         fitted = _is_fitted(base)
         mixture = _is_mixture(base)
+        self._check_morse_cost(base, fitted, mixture)
         if not fitted or not mixture:
             if X is None:
                 raise ValueError(
@@ -1236,6 +1237,25 @@ class MorseMerging(ClusterMixin, BaseEstimator):
         if X is not None:
             self.labels_ = self.predict(X)
         return self
+
+    def _check_morse_cost(self, base, fitted, mixture) -> None:
+        """Refuse up front (before the base spends anything) a Morse step that would run for
+        long: it costs about (K0 / 20)^3 s for K0 components (measured: <= 1 s at K0 = 20,
+        d <= 16), so more than 43 components is refused with the predicted time."""
+        if mixture:
+            k0 = (len(base.weights_) if fitted
+                  else int(base.get_params(deep=False).get("n_components", 0) or 0))
+        else:
+            k0 = int(self.max_components)
+            if fitted:
+                k0 = min(k0, len(base.cluster_centers_))
+        predicted = (k0 / 20.0) ** 3
+        if predicted > 10.0:
+            raise ValueError(
+                f"the Morse step over {k0} components would take about {predicted:,.0f} s (its "
+                "cost grows like the cube of the number of components); use at most 43 "
+                "(n_components of a mixture base, or max_components for a centre model)"
+            )
 
     # ------------------------------------------------------------------ the pipeline's plan
     def _pipeline_budget(self, base, fitted):
