@@ -76,14 +76,6 @@ def _candidate_steps(width: float) -> np.ndarray:
     return np.sort(steps)[::-1]
 
 
-def _has_item(plan, name: str) -> bool:
-    try:
-        plan.item(name)
-    except Exception:  # PlanExceededError: no such item
-        return False
-    return True
-
-
 def _level_shares(total: float, n_levels: int) -> np.ndarray:
     """Sec. 3.3 / Alg. 1 l. 3-4: eps_i = total * sqrt(2)^i / sum_j sqrt(2)^j (a total, NOTES 7)."""
     w = np.sqrt(2.0) ** np.arange(n_levels)
@@ -402,7 +394,7 @@ class DPM(PrivateClusterMixin):
         names += [f"count shift, level {i}" for i in range(1, depth + 1)]
         if adaptive:
             names += [f"interval size, level {i}" for i in range(1, depth)]
-        names = [n for n in names if _has_item(plan, n)]
+        names = [n for n in names if plan.has_item(n)]
         unused = [n for n in names if not plan.item(n).spent_epsilon
                   and not plan.item(n).spent_delta]
         if unused:

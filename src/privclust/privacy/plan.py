@@ -228,6 +228,9 @@ class PrivacyPlan:
         self._settle.append(callback)
 
     # ------------------------------------------------------------------ spending
+    def has_item(self, name: str) -> bool:
+        return name in self.items
+
     def item(self, name: str) -> LineItem:
         try:
             return self.items[name]
@@ -484,6 +487,9 @@ class PlanPart:
     def add(self, name, mechanism, kind, epsilon, delta_share=0.0) -> LineItem:
         return self.parent.add(self._name(name), mechanism, kind, epsilon,
                                delta_share * self.delta_share)
+
+    def has_item(self, name: str) -> bool:
+        return self._name(name) in self.parent.items
 
     def item(self, name):
         return self.parent.item(self._name(name))
