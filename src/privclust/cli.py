@@ -34,6 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from . import datasets, io, viz
+from ._progress import disabled as fit_progress_disabled
 from ._readers import read_table
 from .cluster import (
     DPDBSCAN,
@@ -687,7 +688,8 @@ def _cmd_cluster(args) -> int:
         title = _describe_fit(name, model)
         bar.set_description_str(f"fitting {title}")
         try:
-            model.fit(X)
+            with fit_progress_disabled():  # this command shows its own progress
+                model.fit(X)
         except ValueError as exc:
             raise ValueError(_in_cli_words(str(exc))) from None
         bar.update()

@@ -79,6 +79,7 @@ import numbers
 import numpy as np
 
 from .._geometry import group_column_sums
+from .._progress import fit_progress
 from ..privacy import Mechanisms, public_unit_directions, resolve_random_state
 from ._base import (
     PrivateClusterMixin,
@@ -335,37 +336,39 @@ class _ConvergentKMeans(PrivateClusterMixin):
             report.notes.append("initialisation: sphere packing (Su et al.), data-independent")
 
         history, zone_c, zone_r, costs = [prev], [], [], []
-        for t in range(1, T + 1):
-            counts, sums, sq = engine.nearest_centre_moments(prev)
-            costs.append(kmeans_cost(prev, counts, sums, sq))
-            if faithful:
-                z = np.where(counts[:, None] > 0, sums / np.maximum(counts, 1)[:, None], prev)
-                mech.publish_exact(
-                    f"convergent zones (exact Lloyd centroids, radii), iteration {t}",
-                    "Alg. 1 l. 7 and l. 10: built from and published as exact data (NOTES 17)",
+        with fit_progress(name, T) as step:
+            for t in range(1, T + 1):
+                counts, sums, sq = engine.nearest_centre_moments(prev)
+                costs.append(kmeans_cost(prev, counts, sums, sq))
+                if faithful:
+                    z = np.where(counts[:, None] > 0, sums / np.maximum(counts, 1)[:, None], prev)
+                    mech.publish_exact(
+                        f"convergent zones (exact Lloyd centroids, radii), iteration {t}",
+                        "Alg. 1 l. 7 and l. 10: built from and published as exact data (NOTES 17)",
+                    )
+                else:
+                    z, _, _ = noisy_centroids(mech, counts, sums, prev, bounds, eps_zone,
+                                              label=f"convergent-zone centres, iteration {t}",
+                                              items=zone_items)
+                r = np.linalg.norm(z - prev, axis=1)
+                cand, valid = self._candidates(ctx, prev, z, r, t)
+                cand = np.clip(cand, bounds[:, 0], bounds[:, 1])  # keeps ||x - z|| (z in the box)
+                cand, valid = _strictly_inside(cand, valid, z, r, prev)
+                scores = cost_reduction_scores(counts, sums, z, cand)
+                scores[~valid] = -np.inf
+                sens = cost_reduction_sensitivity(z, cand, valid, bounds)
+                choice = mech.select(
+                    scores, sens, eps_parts["em"], target=f"centroid choice, iteration {t}",
+                    note="exponential mechanism, factor 2; q = J(C, z) - J(C, x); sensitivity "
+                    "max |(x - z).(2y - x - z)| over candidates x and y in the bounds"
+                    + (" (as printed: the zone itself is exact)" if faithful else ""),
+                    item="centroid choice",
                 )
-            else:
-                z, _, _ = noisy_centroids(mech, counts, sums, prev, bounds, eps_zone,
-                                          label=f"convergent-zone centres, iteration {t}",
-                                          items=zone_items)
-            r = np.linalg.norm(z - prev, axis=1)
-            cand, valid = self._candidates(ctx, prev, z, r, t)
-            cand = np.clip(cand, bounds[:, 0], bounds[:, 1])  # keeps ||x - z|| (z in the box)
-            cand, valid = _strictly_inside(cand, valid, z, r, prev)
-            scores = cost_reduction_scores(counts, sums, z, cand)
-            scores[~valid] = -np.inf
-            sens = cost_reduction_sensitivity(z, cand, valid, bounds)
-            choice = mech.select(
-                scores, sens, eps_parts["em"], target=f"centroid choice, iteration {t}",
-                note="exponential mechanism, factor 2; q = J(C, z) - J(C, x); sensitivity "
-                "max |(x - z).(2y - x - z)| over candidates x and y in the bounds"
-                + (" (as printed: the zone itself is exact)" if faithful else ""),
-                item="centroid choice",
-            )
-            prev = cand[np.arange(k), choice]
-            history.append(prev)
-            zone_c.append(z)
-            zone_r.append(r)
+                prev = cand[np.arange(k), choice]
+                history.append(prev)
+                zone_c.append(z)
+                zone_r.append(r)
+                step()
 
         counts, sums, sq = engine.nearest_centre_moments(prev)
         costs.append(kmeans_cost(prev, counts, sums, sq))

@@ -16,6 +16,7 @@ import warnings
 import numpy as np
 from scipy.spatial import cKDTree
 
+from .._progress import fit_progress
 from ..privacy import NOISY_N_SHARE, Mechanisms, resolve_random_state
 from ._base import (
     PrivateClusterMixin,
@@ -394,11 +395,13 @@ class DPLloyd(PrivateClusterMixin):
 
         history = [centres]
         costs = []
-        for t in range(T):
-            counts, sums, sq = engine.nearest_centre_moments(centres)
-            costs.append(kmeans_cost(centres, counts, sums, sq))
-            centres, n_hat_k, _ = noisy_centroids(mech, counts, sums, centres, bounds, eps_t,
-                                                  label=f"iteration {t + 1}", items=items)
-            history.append(centres)
+        with fit_progress("DPLloyd", T) as step:
+            for t in range(T):
+                counts, sums, sq = engine.nearest_centre_moments(centres)
+                costs.append(kmeans_cost(centres, counts, sums, sq))
+                centres, n_hat_k, _ = noisy_centroids(mech, counts, sums, centres, bounds, eps_t,
+                                                      label=f"iteration {t + 1}", items=items)
+                history.append(centres)
+                step()
         return finish_centre_fit(self, X, bounds, centres, n_hat_k, history, costs, report,
                                  plan, accountant)

@@ -21,6 +21,7 @@ import warnings
 import numpy as np
 from scipy.special import logsumexp
 
+from .._progress import fit_progress
 from ..engine import LocalEngine
 from ..privacy import NOISY_N_SHARE, Mechanisms, resolve_random_state, zcdp_gaussian_sigma
 from ._base import (
@@ -460,35 +461,37 @@ class DPGaussianMixture(PrivateClusterMixin):
         n_hat_k = np.zeros(k)
         active = np.ones(k, dtype=bool)
         n_reseeded = 0
-        for t in range(T):
-            chol = np.linalg.cholesky(cov)
-            counts, sums, moments = engine.gaussian_assignment_stats(mu, chol, logw)
-            noisy = mech.gaussian_zcdp(
-                _block(counts, sums, moments),
-                math.sqrt(r),
-                rho_iter,
-                target=f"counts, sums and sum u u^T per component, iteration {t + 1}",
-                note="hard EM, disjoint components (parallel composition); uncentred "
-                "moments (NOTES 19)",
-                item="component statistics, all iterations",
-            )
-            n_hat_k, s_hat, m_hat = _unblock(noisy, d)
-            active = n_hat_k >= max(min_count, 1.0)
-            npos = np.maximum(n_hat_k, 1.0)
-            new_mu = np.clip(s_hat / npos[:, None], -1.0, 1.0)
-            new_cov = m_hat / npos[:, None, None] - new_mu[:, :, None] * new_mu[:, None, :]
-            floor = _default_floor(self.reg_covar, sigma, n_hat_k, d, float(self.noise_floor))
-            new_cov = repair_covariances(new_cov, floor, float(d))
-            mu = np.where(active[:, None], new_mu, mu)
-            cov = np.where(active[:, None, None], new_cov, cov)
-            w = np.where(active, np.maximum(n_hat_k, 0.0), 0.0)
-            if not active.any():  # nothing usable: keep the previous mixture
-                w = np.exp(logw)
-            if t < T - 1 and (~active).any() and active.any():
-                mu, cov, w, n_new = _reseed(mu, cov, w, active)
-                n_reseeded += n_new
-            with np.errstate(divide="ignore"):
-                logw = np.log(w / w.sum())
+        with fit_progress("DPGaussianMixture", T) as step:
+            for t in range(T):
+                chol = np.linalg.cholesky(cov)
+                counts, sums, moments = engine.gaussian_assignment_stats(mu, chol, logw)
+                noisy = mech.gaussian_zcdp(
+                    _block(counts, sums, moments),
+                    math.sqrt(r),
+                    rho_iter,
+                    target=f"counts, sums and sum u u^T per component, iteration {t + 1}",
+                    note="hard EM, disjoint components (parallel composition); uncentred "
+                    "moments (NOTES 19)",
+                    item="component statistics, all iterations",
+                )
+                n_hat_k, s_hat, m_hat = _unblock(noisy, d)
+                active = n_hat_k >= max(min_count, 1.0)
+                npos = np.maximum(n_hat_k, 1.0)
+                new_mu = np.clip(s_hat / npos[:, None], -1.0, 1.0)
+                new_cov = m_hat / npos[:, None, None] - new_mu[:, :, None] * new_mu[:, None, :]
+                floor = _default_floor(self.reg_covar, sigma, n_hat_k, d, float(self.noise_floor))
+                new_cov = repair_covariances(new_cov, floor, float(d))
+                mu = np.where(active[:, None], new_mu, mu)
+                cov = np.where(active[:, None, None], new_cov, cov)
+                w = np.where(active, np.maximum(n_hat_k, 0.0), 0.0)
+                if not active.any():  # nothing usable: keep the previous mixture
+                    w = np.exp(logw)
+                if t < T - 1 and (~active).any() and active.any():
+                    mu, cov, w, n_new = _reseed(mu, cov, w, active)
+                    n_reseeded += n_new
+                with np.errstate(divide="ignore"):
+                    logw = np.log(w / w.sum())
+                step()
         if n_reseeded:
             report.notes.append(
                 f"{n_reseeded} empty component(s) re-seeded by splitting the heaviest one "
