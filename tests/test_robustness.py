@@ -63,7 +63,11 @@ ERRORS = [
     (lambda: DPGaussianMixture(n_components=50, n_iter=100, delta=1e-6, bounds=(-1, 1)).fit(
         RNG.uniform(-1, 1, (10_000, 100))), "would take about .* s on these 10,000 records"),
     (lambda: SubClustering(n_clusters=200, internal_k=50, max_iter=10, bounds=(-1, 1)).fit(
-        RNG.uniform(-1, 1, (10_000, 10))), "lower n_clusters, internal_k or max_iter"),
+        RNG.uniform(-1, 1, (10_000, 10))), "lower n_clusters, internal_k"),
+    (lambda: DPLloyd(n_clusters=100, n_iter=10_000, bounds=(-1, 1)).fit(
+        RNG.uniform(-1, 1, (10_000, 10))), r"10000 iterations\) on 10 features would take"),
+    (lambda: KMeansGuarantee(n_clusters=50, n_candidates=100_000, bounds=(-1, 1)).fit(
+        RNG.uniform(-1, 1, (10_000, 2))), r"n_candidates=100000\) would take"),
     (lambda: MorseMerging(DPGaussianMixture(n_components=100, bounds=(-1, 1)), 2,
                           epsilon=1.0).fit(_Untouchable()), "Morse step over 100 components"),
     (lambda: MorseMerging(DPLloyd(n_clusters=50, bounds=(-1, 1)), 2, epsilon=1.0,

@@ -273,15 +273,19 @@ def data_bounds(X, *, allow_leak: bool = False, margin: float = 0.0) -> np.ndarr
 MAX_SECONDS_PER_10K_RECORDS = 10.0
 
 
-def check_fit_cost(n: int, seconds_per_record: float, what: str, advice: str) -> None:
-    """Refuse up front a fit whose parameters make every record expensive: ``seconds_per_record``
-    is the estimator's own cost model (measured). Scales with n, so big data with ordinary
-    parameters is never refused; only parameters that cost more than ~1 ms per record are."""
-    predicted = seconds_per_record * max(n, 1)
-    if seconds_per_record * 10_000 > MAX_SECONDS_PER_10K_RECORDS:
+def check_fit_cost(n: int, seconds_per_record: float, what: str, advice: str,
+                   fixed_seconds: float = 0.0) -> None:
+    """Refuse up front a fit whose parameters make it slow: ``seconds_per_record`` and
+    ``fixed_seconds`` (work that does not grow with n, e.g. scoring candidates) come from the
+    estimator's own measured cost model. The limit grows with n (10 s per 10,000 records), so
+    big data with ordinary parameters is never refused; only parameters that cost more than
+    ~1 ms per record, or 10 s whatever the data, are."""
+    n = max(int(n), 1)
+    predicted = seconds_per_record * n + fixed_seconds
+    limit = MAX_SECONDS_PER_10K_RECORDS * max(1.0, n / 10_000)
+    if predicted > limit:
         raise ValueError(
-            f"{what} would take about {predicted:,.0f} s on these {n:,} records "
-            f"({seconds_per_record * 1e3:.1f} ms per record); {advice}"
+            f"{what} would take about {predicted:,.0f} s on these {n:,} records; {advice}"
         )
 
 

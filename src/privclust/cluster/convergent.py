@@ -273,12 +273,14 @@ class _ConvergentKMeans(PrivateClusterMixin):
         check_n_clusters(k, X.shape[0])
         # measured per record: ~7e-10 s x cluster x feature x iteration (nearest centres), and
         # ~4e-9 s x cluster x sub-cluster x feature x iteration for SubClustering's sub-cells
+        # and ~2.5e-7 s per cluster x candidate x feature x iteration to score candidates
         subs = extra.get("internal_k", 0)
         dims = max(X.shape[1], 2)
         check_fit_cost(X.shape[0], (7e-10 + 4e-9 * subs) * k * dims * T,
-                       f"{name}(n_clusters={k}, max_iter={T}"
+                       f"{name}(n_clusters={k}, max_iter={T}, n_candidates={m}"
                        + (f", internal_k={subs})" if "internal_k" in extra else ")"),
-                       "lower n_clusters, internal_k or max_iter")
+                       "lower n_clusters, internal_k, n_candidates or max_iter",
+                       fixed_seconds=2.5e-7 * k * m * dims * T)
         bounds = check_bounds(self.bounds, X.shape[1])
         faithful = self.variant == "faithful"
         if faithful and X.shape[0] < k:  # the faithful variant is not private: n may be read

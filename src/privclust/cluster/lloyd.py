@@ -22,6 +22,7 @@ from ._base import (
     PrivateClusterMixin,
     check_bounds,
     check_epsilon,
+    check_fit_cost,
     nearest_centre,
 )
 
@@ -369,9 +370,14 @@ class DPLloyd(PrivateClusterMixin):
         X = self._check_X(X, reset=True)
         check_n_clusters(k, X.shape[0])
         bounds = check_bounds(self.bounds, X.shape[1])
+        d = X.shape[1]
+        T_max = max_iter if n_iter is None else n_iter
+        # measured: ~3.4e-10 s per record x cluster x feature x iteration (nearest centres)
+        check_fit_cost(X.shape[0], 3.4e-10 * k * max(d, 2) * T_max,
+                       f"DPLloyd(n_clusters={k}, {T_max} iterations) on {d} features",
+                       "lower n_clusters or n_iter")
         source = resolve_random_state(self.random_state)
         centres, init_desc = public_init(self.init, source.generator, bounds, k)
-        d = X.shape[1]
         eps_n = NOISY_N_SHARE * plan.epsilon if n_iter is None else 0.0
         if n_iter is None:
             plan.add("record count (iteration rule)", "two-sided geometric", "pure", eps_n)
