@@ -456,3 +456,18 @@ def test_delta_rule_resolves_once_for_a_composite_plan():
     assert cov.resolve_delta(10, "test") == pytest.approx(0.15e-9)  # already fixed
     assert plan.total().delta == pytest.approx(1e-9)
     assert "n_hat = 1e+06" in plan.delta_note
+
+
+def test_a_mistake_caught_inside_a_composite_fit_spends_nothing(blobs):
+    """The pipeline books its budget before the base reads X; when the base refuses X (NaN),
+    nothing was released and the booking is given back."""
+    X, _ = blobs
+    bad = X.copy()
+    bad[3, 0] = np.nan
+    acc = Accountant(Budget(1.0, 1e-6))
+    with pytest.raises(ValueError, match="NaN"):
+        MorseMerging(DPM(bounds=B), 2, epsilon=1.0, delta=1e-6, accountant=acc).fit(bad)
+    assert acc.remaining == (1.0, 1e-6)
+    MorseMerging(DPM(bounds=B), 2, epsilon=1.0, delta=1e-6, accountant=acc,
+                 random_state=0).fit(X)
+    assert acc.remaining[0] == pytest.approx(0.0, abs=1e-12)

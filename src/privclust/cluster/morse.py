@@ -905,6 +905,15 @@ def _is_mixture(est) -> bool:
     return isinstance(est, DPGaussianMixture)
 
 
+def _refund_if_unspent(plan) -> None:
+    """Give the accountant back a pipeline's reservation when the fit stopped before any
+    release (the base refused its input): nothing was published, so nothing was spent."""
+    if any(i.spent_epsilon or i.spent_delta or i.spent_rho for i in plan.items.values()):
+        return
+    accountant, handle = plan.reservation
+    accountant.settle(handle, Budget(0.0, 0.0))
+
+
 def _releases_sizes(est) -> bool:
     """True when the base releases noisy cluster sizes the delta rule can use (privclust's
     centre models do; a fitted model of another kind must show ``cluster_sizes_``)."""
@@ -1193,7 +1202,11 @@ class MorseMerging(ClusterMixin, BaseEstimator):
                 # goes on from where it stopped (two equal seeds would replay the same noise)
                 base.set_params(random_state=source.generator)
                 seeded_base = True
-            self._fit_base_in_plan(base, base_part, X)
+            try:
+                self._fit_base_in_plan(base, base_part, X)
+            except (ValueError, TypeError):
+                _refund_if_unspent(plan)  # a user mistake caught before any release
+                raise
         self.base_estimator_ = base
 
         base_report = getattr(base, "privacy_report_", None)
@@ -1304,6 +1317,7 @@ class MorseMerging(ClusterMixin, BaseEstimator):
                          cov_part.epsilon - eps_n, 1.0)
             cov_part.validate()
         handle = accountant.reserve(plan.reserved(), name)
+        plan.reservation = (accountant, handle)
         if plan.delta_rule:
             plan.on_delta_resolved(lambda actual: accountant.settle(handle, actual))
         return plan, accountant, base_part, cov_part
