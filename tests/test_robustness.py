@@ -176,3 +176,16 @@ def test_small_epsilon_gamma_uses_a_bound_that_is_never_below_the_exact_tail():
     for eps in (1e-4, 1e-6):
         m = DPDBSCAN(eps, eps=0.2, bounds=(-1, 1), random_state=0).fit(X)
         assert m.labels_.shape == (10,) and np.isfinite(m.gamma_upper_)
+
+
+def test_unfitted_estimators_raise_scikit_learns_not_fitted_error():
+    from sklearn.exceptions import NotFittedError
+
+    import privclust
+
+    for est in (DPM(), DPDBSCAN(), DPLloyd(), KMeansGuarantee(), SubClustering(),
+                DPGaussianMixture(), MorseMerging(DPLloyd())):
+        with pytest.raises(NotFittedError, match="not fitted yet") as info:
+            est.predict(U100)
+        assert isinstance(info.value, privclust.NotFittedError)
+        assert isinstance(info.value, RuntimeError)  # what privclust raised before

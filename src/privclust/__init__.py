@@ -5,6 +5,7 @@
 >>> model.cluster_centers_, model.privacy_report_                        # doctest: +SKIP
 """
 
+from ._version import __version__
 from .cluster import (
     DPDBSCAN,
     DPM,
@@ -16,6 +17,7 @@ from .cluster import (
     SubClustering,
     data_bounds,
 )
+from .cluster._base import NotFittedError
 from .privacy import (
     Accountant,
     Budget,
@@ -23,8 +25,6 @@ from .privacy import (
     PrivacyLeakWarning,
     PrivacyReport,
 )
-
-__version__ = "0.1.0"
 
 __all__ = [
     "DPDBSCAN",
@@ -37,6 +37,7 @@ __all__ = [
     "SubClustering",
     "Budget",
     "BudgetExceededError",
+    "NotFittedError",
     "PrivacyLeakWarning",
     "PrivacyReport",
     "SplitTree",

@@ -13,6 +13,7 @@ import warnings
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClusterMixin
+from sklearn.exceptions import NotFittedError as _SklearnNotFittedError
 
 from .._geometry import nearest_centres
 from ..engine import LocalEngine
@@ -33,6 +34,7 @@ __all__ = [
     "MIN_EPSILON",
     "MIN_RELATIVE_WIDTH",
     "MIN_WIDTH",
+    "NotFittedError",
     "PrivateClusterMixin",
     "check_bounds",
     "check_X",
@@ -41,6 +43,17 @@ __all__ = [
     "check_epsilon",
     "nearest_centre",
 ]
+
+
+class NotFittedError(_SklearnNotFittedError, RuntimeError):
+    """A fitted attribute or ``predict`` was asked of an estimator that was not fitted.
+
+    scikit-learn's ``NotFittedError`` (so ``sklearn.utils.validation`` and pipelines treat it
+    as theirs); also a ``RuntimeError``, as privclust raised before."""
+
+
+def raise_not_fitted(est, what: str = "fit(X)") -> None:
+    raise NotFittedError(f"this {type(est).__name__} is not fitted yet; call {what} first")
 
 
 def check_epsilon(epsilon) -> float:
@@ -371,9 +384,7 @@ class PrivateClusterMixin(ClusterMixin, BaseEstimator):
 
     def _check_fitted(self):
         if not hasattr(self, "cluster_centers_"):
-            raise RuntimeError(
-                f"this {type(self).__name__} is not fitted yet; call fit(X) first"
-            )
+            raise_not_fitted(self)
 
     def predict(self, X):
         """Index of the nearest private centre (post-processing of the private model)."""

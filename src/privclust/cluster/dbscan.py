@@ -33,7 +33,13 @@ from ..privacy.histogram import (
     release_sparse_histogram,
     sparse_threshold,
 )
-from ._base import PrivateClusterMixin, check_bounds, check_data, check_epsilon
+from ._base import (
+    PrivateClusterMixin,
+    check_bounds,
+    check_data,
+    check_epsilon,
+    raise_not_fitted,
+)
 
 __all__ = [
     "CORE_RADII",
@@ -840,7 +846,7 @@ class DPDBSCAN(PrivateClusterMixin):
 
     def _check_fitted(self):
         if not hasattr(self, "span_cells_"):
-            raise RuntimeError(f"this {type(self).__name__} is not fitted yet; call fit(X) first")
+            raise_not_fitted(self)
 
     def predict(self, X):
         """Span of every point (-1: in no span, or outside the public bounds).

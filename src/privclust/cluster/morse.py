@@ -44,6 +44,7 @@ from ._base import (
     check_X,
     feature_names,
     nearest_centre,
+    raise_not_fitted,
 )
 from .mixture import (
     DPGaussianMixture,
@@ -1570,7 +1571,7 @@ class MorseMerging(ClusterMixin, BaseEstimator):
     # ------------------------------------------------------------------ predict
     def _check_fitted(self):
         if not hasattr(self, "component_labels_"):
-            raise RuntimeError("this MorseMerging is not fitted yet; call fit first")
+            raise_not_fitted(self, "fit")
 
     def _flow_labels(self, U, chunk=8192):
         field = self._field
