@@ -32,9 +32,11 @@ from privclust.privacy import (
     PrivacyReport,
     RandomSource,
     count_offset,
-    exponential_mechanism,
     exponential_mechanism_probabilities,
     gaussian_sigma,
+)
+from privclust.privacy.mechanisms import (
+    exponential_mechanism,
     private_quantile,
     two_sided_geometric,
 )

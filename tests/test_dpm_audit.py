@@ -12,7 +12,11 @@ import pytest
 
 from _audit import assert_private, audit, categorical_events, threshold_events
 from privclust.cluster.dpm import DPM
-from privclust.privacy import exponential_mechanism, private_quantile, two_sided_geometric
+from privclust.privacy.mechanisms import (
+    exponential_mechanism,
+    private_quantile,
+    two_sided_geometric,
+)
 
 T, Q, ALPHA = 0.3, 1 / 12, 5.0
 N_BINS = 10  # candidates per dimension on [0, 1] (beta = 0.1)

@@ -60,3 +60,22 @@ def test_every_fit_draws_from_its_plan():
                 offenders.append(f"{path.name}:{node.lineno}")
     assert not offenders, offenders
     assert list((ROOT / "src" / "privclust" / "cluster").rglob("*.py"))
+
+
+def test_privacy_exports_no_sampler_outside_the_ledger():
+    """What ``privclust.privacy`` exports draws noise only through the ledger: no exported
+    function takes a bare generator ``rng`` (the raw samplers stay in the submodules, for
+    audits). ``public_*`` helpers draw public randomness, not noise."""
+    import inspect
+
+    import privclust.privacy as privacy
+
+    raw = []
+    for name in privacy.__all__:
+        obj = getattr(privacy, name)
+        if inspect.isfunction(obj) and not name.startswith("public_"):
+            params = list(inspect.signature(obj).parameters)
+            if params and params[0] in ("rng", "generator"):
+                raw.append(name)
+    assert raw == [], raw
+    assert "Mechanisms" in privacy.__all__

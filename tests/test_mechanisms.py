@@ -21,14 +21,16 @@ from privclust.privacy import (
     RandomSource,
     classic_gaussian_sigma,
     count_offset,
-    exponential_mechanism,
     exponential_mechanism_probabilities,
     gaussian_sigma,
+    resolve_random_state,
+    zcdp_gaussian_sigma,
+)
+from privclust.privacy.mechanisms import (
+    exponential_mechanism,
     laplace_noise,
     private_quantile,
-    resolve_random_state,
     two_sided_geometric,
-    zcdp_gaussian_sigma,
 )
 
 Z = 5.0  # standard errors allowed in moment checks

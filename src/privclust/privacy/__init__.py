@@ -1,6 +1,9 @@
 """privclust.privacy: budgets, the ledger and every noise mechanism (the only place noise is drawn).
 
 This package imports nothing from privclust's engines or algorithms: noise knows no data source.
+What it exports draws noise only through the ledger (:class:`Mechanisms` and the
+``release_*`` functions that take one): the raw samplers stay in
+:mod:`privclust.privacy.mechanisms` and :mod:`privclust.privacy.histogram` for audits.
 """
 
 from .budget import (
@@ -14,27 +17,19 @@ from .budget import (
     zcdp_to_approx_dp,
 )
 from .histogram import (
-    dense_geometric_histogram,
-    dense_histogram,
-    dense_laplace_histogram,
     gamma_geometric,
     gamma_laplace,
     neighbourhood_noise_bounds,
     release_dense_histogram,
     release_sparse_histogram,
-    sparse_histogram,
     sparse_threshold,
 )
 from .mechanisms import (
     Mechanisms,
     classic_gaussian_sigma,
     count_offset,
-    exponential_mechanism,
     exponential_mechanism_probabilities,
     gaussian_sigma,
-    laplace_noise,
-    private_quantile,
-    two_sided_geometric,
     zcdp_gaussian_sigma,
 )
 from .plan import (
@@ -67,25 +62,17 @@ __all__ = [
     "compose",
     "classic_gaussian_sigma",
     "count_offset",
-    "dense_geometric_histogram",
-    "dense_histogram",
-    "dense_laplace_histogram",
     "gamma_geometric",
     "gamma_laplace",
     "neighbourhood_noise_bounds",
     "release_dense_histogram",
     "release_sparse_histogram",
-    "sparse_histogram",
     "sparse_threshold",
-    "exponential_mechanism",
     "exponential_mechanism_probabilities",
     "gaussian_sigma",
-    "laplace_noise",
-    "private_quantile",
     "public_offsets",
     "public_unit_directions",
     "resolve_random_state",
-    "two_sided_geometric",
     "zcdp_gaussian_sigma",
     "zcdp_to_approx_dp",
 ]
