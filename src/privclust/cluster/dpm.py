@@ -339,7 +339,7 @@ class DPM(PrivateClusterMixin):
             delta_cnt_lvl = plan.item("count shift, level 0").delta
             lambdas = np.array([count_offset(e, delta_cnt_lvl) for e in eps_cnt_lvl])
             mech.account("shifted count fails its bound, level 0", item="count shift, level 0",
-                         delta=delta_cnt_lvl, note="P(noise >= lambda), NOTES 8")
+                         delta=delta_cnt_lvl, note="P(noise >= lambda): shifted count overshoots")
         else:  # sensitivity from the released count (NOTES 10b): no delta for the counts
             delta_cnt_lvl = 0.0
             lambdas = np.zeros(depth + 1)
@@ -585,7 +585,7 @@ class DPM(PrivateClusterMixin):
             if delta_cnt_lvl:
                 mech.account(f"shifted count fails its bound, level {level + 1}",
                              item=f"count shift, level {level + 1}", delta=delta_cnt_lvl,
-                             note="P(noise >= lambda), NOTES 8")
+                             note="P(noise >= lambda): shifted count overshoots")
             keep = (child_hat[0::2] >= tau_e) & (child_hat[1::2] >= tau_e)
             next_active = []
             relabel = np.full(2 * rows.size, -1)

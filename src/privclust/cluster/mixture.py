@@ -444,7 +444,7 @@ class DPGaussianMixture(PrivateClusterMixin):
 
         r = _choose_r(self.sensitivity, d)
         # rho is the exact inverse of the ledger's conversion at the block's delta, so the
-        # ledger lands on eps_z (Alg. 2 l. 4's formula inverts a looser bound, NOTES 21)
+        # ledger lands on eps_z (Alg. 2 l. 4's formula inverts a looser bound)
         rho_total = block.rho
         rho_iter = rho_total / T
         sigma = zcdp_gaussian_sigma(rho_iter, math.sqrt(r))
