@@ -135,6 +135,7 @@ def test_spent_equals_planned(blobs, name, delta, epsilon):
         assert rep.planned.delta == delta
     elif uses_delta:
         assert 0 < rep.planned.delta <= DELTA_CAP
+        assert rep.delta_reserved == DELTA_CAP and "the delta rule then chose" in str(rep)
     else:
         assert rep.planned.delta == 0.0
     assert rep.unspent == []

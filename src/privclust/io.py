@@ -273,6 +273,7 @@ def privacy_report_from_dict(d: dict) -> PrivacyReport:
             unspent=[(str(u["item"]), float(u["epsilon"]), str(u["reason"]))
                      for u in d.get("unspent", [])],
             plan=[dict(i) for i in d.get("plan", [])],
+            delta_reserved=float(d.get("delta_reserved") or 0.0),
         )
         names = {f.name for f in fields(Release)}
         for r in d.get("releases", []):

@@ -353,6 +353,8 @@ class PrivateClusterMixin(ClusterMixin, BaseEstimator):
         report.planned = plan.planned()
         report.unspent = plan.unspent()
         report.plan = plan.describe()
+        if plan.delta_rule and report.planned.delta:
+            report.delta_reserved = plan.delta_cap
         if plan.delta_note and plan.delta_note not in report.notes:
             report.notes.append(plan.delta_note)
         report.notes += [n for n in plan.notes if n not in report.notes]

@@ -1353,6 +1353,8 @@ class MorseMerging(ClusterMixin, BaseEstimator):
             report.planned = plan.planned()
         report.unspent = plan.unspent()
         report.plan = plan.describe()
+        if plan.delta_rule and report.planned.delta:
+            report.delta_reserved = plan.delta_cap
         if plan.delta_note and not any(plan.delta_note in n for n in report.notes):
             report.notes.insert(0, plan.delta_note)
         accountant.attach(report)

@@ -176,6 +176,8 @@ class PrivacyReport:
     unspent: list[tuple[str, float, str]] = field(default_factory=list)
     #: the fit's plan: one dict per line item (name, kind, mechanism, epsilon, delta)
     plan: list[dict] = field(default_factory=list)
+    #: with ``delta=None``: the delta reserved before the data was read (the rule's cap)
+    delta_reserved: float = 0.0
 
     def add(self, release: Release) -> Release:
         self.releases.append(release)
@@ -215,6 +217,7 @@ class PrivacyReport:
             "notes": list(self.notes),
             "unspent": [{"item": n, "epsilon": e, "reason": w} for n, e, w in self.unspent],
             "plan": [dict(i) for i in self.plan],
+            "delta_reserved": self.delta_reserved,
             "releases": [r.to_dict() for r in self.releases],
         }
 
@@ -233,9 +236,13 @@ class PrivacyReport:
                 f"probability of any output by at most a factor e^{_fmt_eps(total.epsilon)}"
                 + (f", except with probability {total.delta:.3g}" if total.delta else "")
             )
+        if self.delta_reserved:
+            delta_text = (f"delta at most {self.delta_reserved:.3g}; the delta rule then chose "
+                          f"{plan.delta:.3g} from a released count")
+        else:
+            delta_text = f"delta={plan.delta:.3g}"
         lines.append(
-            f"  planned before the data was read: epsilon={_fmt_eps(plan.epsilon)}, "
-            f"delta={plan.delta:.3g}"
+            f"  planned before the data was read: epsilon={_fmt_eps(plan.epsilon)}, {delta_text}"
         )
         left = plan.epsilon - total.epsilon
         if abs(left) <= 1e-9 * max(1.0, plan.epsilon):
