@@ -351,12 +351,7 @@ class PrivateClusterMixin(ClusterMixin, BaseEstimator):
         """The end of every fit: the report states the plan and what was left unspent, and the
         ledger is checked against the plan."""
         report.planned = plan.planned()
-        report.unspent = plan.unspent()
-        report.plan = plan.describe()
-        if plan.delta_rule and report.planned.delta:
-            report.delta_reserved = plan.delta_cap
-        if plan.delta_note and plan.delta_note not in report.notes:
-            report.notes.append(plan.delta_note)
+        plan.write_into(report)
         report.notes += [n for n in plan.notes if n not in report.notes]
         plan.check_ledger(report)
         if accountant is not None:

@@ -1351,12 +1351,7 @@ class MorseMerging(ClusterMixin, BaseEstimator):
         else:
             plan.check_ledger(report)
             report.planned = plan.planned()
-        report.unspent = plan.unspent()
-        report.plan = plan.describe()
-        if plan.delta_rule and report.planned.delta:
-            report.delta_reserved = plan.delta_cap
-        if plan.delta_note and not any(plan.delta_note in n for n in report.notes):
-            report.notes.insert(0, plan.delta_note)
+        plan.write_into(report)
         accountant.attach(report)
 
     def _covariance_pass(self, X, base, centres, bounds, part, source):

@@ -336,6 +336,16 @@ class PrivacyPlan:
         """The line items as plain dicts (what the privacy report keeps of the plan)."""
         return _describe(self._own())
 
+    def write_into(self, report) -> None:
+        """What a closed plan tells its report: the line items, anything left unspent, and
+        with the delta rule the cap that was reserved and the note on the value chosen."""
+        report.unspent = self.unspent()
+        report.plan = self.describe()
+        if self.delta_rule and report.planned.delta:
+            report.delta_reserved = self.delta_cap
+        if self.delta_note and not any(self.delta_note in n for n in report.notes):
+            report.notes.insert(0, self.delta_note)
+
     def summary(self) -> str:
         """The plan as text: one line per item."""
         out = [f"Privacy plan for {self.estimator}: epsilon={self.epsilon:g}, delta="
@@ -463,6 +473,9 @@ class PlanPart:
 
     def describe(self) -> list[dict]:
         return _describe(self._own())
+
+    def write_into(self, report) -> None:
+        PrivacyPlan.write_into(self, report)
 
     def validate(self) -> None:
         _validate(self.prefix, self._own(), self.epsilon, self.delta_share,
