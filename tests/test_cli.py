@@ -446,7 +446,7 @@ def test_dbscan_plot_needs_2d_data_and_fails_before_fitting(tmp_path, capsys, mo
     def boom(*a, **k):
         raise AssertionError("no budget may be spent when the plot cannot be drawn")
 
-    monkeypatch.setattr(cli.DPDBSCAN, "fit", boom)
+    monkeypatch.setattr(cli.ALGORITHMS["dbscan"].cls, "fit", boom)
     options = "--algorithm dbscan --radius 1 --epsilon 1 --bounds -4 4"
     rc = _cluster(data, options, "--plot", str(tmp_path / "p.png"))
     _assert_one_error_line(capsys, rc, "draws the spans of 2-D data only; the data has 3")

@@ -16,6 +16,7 @@ import privclust.cluster.dbscan as D
 import privclust.privacy.histogram as H
 import privclust.privacy.mechanisms as mech_mod
 from _audit import assert_private, audit, threshold_events
+from privclust import io, viz
 from privclust.cluster.dbscan import DPDBSCAN, neighbour_offsets, neighbourhood_size, paper_kappa
 from privclust.privacy import Accountant, Budget, BudgetExceededError
 from privclust.privacy.histogram import gamma_geometric, gamma_laplace
@@ -455,19 +456,20 @@ def test_whole_fit_audit_catches_exact_counts(monkeypatch, core_radius):
 
 
 # =========================================================================== JSON, plot
-def test_to_dict_round_trip_is_json_and_predicts_the_same():
+def test_model_dict_round_trip_is_json_and_predicts_the_same():
     X, _ = _blobs()
     m = DPDBSCAN(epsilon=1.0, eps=0.5, min_samples=10, bounds=(0, 10), random_state=7).fit(X)
-    text = json.dumps(m.to_dict())
+    text = json.dumps(io.model_to_dict(m))
     data = json.loads(text)
-    assert "random_state" not in data["params"] and "accountant" not in data["params"]
-    assert data["n_clusters"] == m.n_clusters_
-    m2 = DPDBSCAN.from_dict(data)
+    assert "7" not in data["params"]["random_state"] and "accountant" not in data["params"]
+    assert "params" not in data["model"] and "privacy_report" not in data["model"]  # stored once
+    assert data["model"]["n_clusters"] == m.n_clusters_
+    m2 = io.model_from_dict(data)
     assert (m2.predict(X) == m.labels_).all()
     assert m2.privacy_report_.total() == m.privacy_report_.total()
     assert m2.guarantee_["tau"] == m.tau_ and m2.get_params()["eps"] == 0.5
     with pytest.raises(ValueError):
-        DPDBSCAN.from_dict({"model": "DPM"})
+        io.model_from_dict({"model": "DPM"})
 
 
 def test_plot_spans_draws_cells_and_points():
@@ -478,14 +480,14 @@ def test_plot_spans_draws_cells_and_points():
 
     X, _ = _blobs()
     m = DPDBSCAN(epsilon=1.0, eps=0.5, min_samples=10, bounds=(0, 10), random_state=7).fit(X)
-    ax = m.plot_spans(X=X)
+    ax = viz.plot_spans(m, X=X)
     assert ax.images and ax.collections
     plt.close("all")
     m3 = DPDBSCAN(epsilon=1.0, eps=0.5, min_samples=10, bounds=(0, 10), random_state=0).fit(
         np.random.default_rng(0).uniform(0, 10, (50, 3))
     )
     with pytest.raises(ValueError):
-        m3.plot_spans()
+        viz.plot_spans(m3)
 
 
 # =========================================================================== conventions, bad input

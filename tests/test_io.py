@@ -265,7 +265,7 @@ def test_registry_for_other_estimators():
         np.testing.assert_array_equal(back.cluster_centers_, [[1.0, 2.0]])
         assert back.privacy_report_.random_source == "seed=<not stored>"
     finally:
-        pio._CODECS.pop("Toy", None)
+        pio._EXTRA_CODECS.pop("Toy", None)
     assert "Toy" not in registered_estimators()
 
 

@@ -12,6 +12,7 @@ from scipy.cluster import hierarchy
 from scipy.optimize import brentq
 
 import privclust.engine.local as local
+from privclust import io, viz
 from privclust.cluster.dpm import DPM
 from privclust.cluster.lloyd import DPLloyd
 from privclust.cluster.mixture import DPGaussianMixture
@@ -375,7 +376,7 @@ def test_to_dict_round_trip_and_plots(tmp_path):
     X, _ = _moons(300)
     base = DPGaussianMixture(6, epsilon=10.0, delta=1e-6, bounds=(-1, 1), random_state=1).fit(X)
     mm = MorseMerging(base, 2).fit(X)
-    m2 = MorseMerging(n_clusters=2).from_dict(mm.to_dict())
+    m2 = io.model_from_dict(io.model_to_dict(mm))
     np.testing.assert_array_equal(m2.predict(X), mm.predict(X))
     np.testing.assert_array_equal(m2.linkage_, mm.linkage_)
     matplotlib = pytest.importorskip("matplotlib")
@@ -383,8 +384,8 @@ def test_to_dict_round_trip_and_plots(tmp_path):
     import matplotlib.pyplot as plt
 
     fig, (a1, a2) = plt.subplots(1, 2)
-    mm.plot_dendrogram(ax=a1)
-    mm.plot_density(X, ax=a2, grid=40)
+    viz.plot_dendrogram(mm, ax=a1)
+    viz.plot_morse_density(mm, X, ax=a2, grid=40)
     fig.savefig(tmp_path / "morse.png")
     plt.close(fig)
     assert (tmp_path / "morse.png").stat().st_size > 0

@@ -28,22 +28,16 @@ import os
 import sys
 import textwrap
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from . import datasets, io, viz
+from . import _summaries, datasets, io, registry, viz
 from ._progress import disabled as fit_progress_disabled
 from ._readers import read_table
 from .cluster import (
-    DPDBSCAN,
     DPM,
-    DPGaussianMixture,
-    DPLloyd,
-    KMeansGuarantee,
     MorseMerging,
-    SubClustering,
 )
 from .cluster._base import check_bounds, check_data
 from .privacy import BudgetExceededError
@@ -54,98 +48,8 @@ PROG = "privclust"
 _PACKAGE_DIR = Path(__file__).resolve().parent
 
 
-@dataclass(frozen=True)
-class Algorithm:
-    """One ``--algorithm`` choice of ``privclust cluster``."""
-
-    cls: type
-    description: str
-    #: algorithm-specific options (argparse dests) that apply; any other one is an error
-    options: tuple[str, ...] = ()
-    #: of those, the ones without a sensible default (a radius in the data's units, k...)
-    required: tuple[str, ...] = ()
-    #: False for pure epsilon-DP algorithms: they take no --delta
-    delta: bool = True
-
-
-#: Algorithms the command line can run, in the order ``--help`` lists them.
-ALGORITHMS = {
-    "dpm": Algorithm(
-        DPM,
-        "DPM (Liebenow et al.): private splits through sparse regions; finds k itself",
-        ("max_depth",),
-    ),
-    "dbscan": Algorithm(
-        DPDBSCAN,
-        "DP-DBSCAN (Qiu & Yi): density spans of grid cells with noisy counts; -1 = noise",
-        ("radius", "min_samples"),
-        ("radius",),
-        delta=False,
-    ),
-    "lloyd": Algorithm(
-        DPLloyd,
-        "DP-Lloyd (Su et al.): k-means with noisy counts and sums per iteration",
-        ("n_clusters", "iterations"),
-        ("n_clusters",),
-        delta=False,
-    ),
-    "kmeans-guarantee": Algorithm(
-        KMeansGuarantee,
-        "KMeans Guarantee (Lu & Shen): k-means moved by the exponential mechanism",
-        ("n_clusters", "variant", "iterations"),
-        ("n_clusters",),
-        delta=False,
-    ),
-    "subclustering": Algorithm(
-        SubClustering,
-        "SubClustering (Joshi & Thakkar): KMeans Guarantee sampling in sub-clusters",
-        ("n_clusters", "variant", "internal_k", "iterations"),
-        ("n_clusters",),
-        delta=False,
-    ),
-    "mixture": Algorithm(
-        DPGaussianMixture,
-        "DPMoG-hard (Byun et al.): a Gaussian mixture by hard EM with Gaussian noise",
-        ("n_components", "iterations"),
-        ("n_components",),
-    ),
-    "morse": Algorithm(
-        MorseMerging,
-        "Morse merging (Byun et al.): non-convex clusters from a private model's components",
-        ("base", "n_clusters"),
-        ("n_clusters",),
-    ),
-}
-
-#: ``morse --base``: the base estimator and the options it adds (applicable, required).
-_MORSE_BASES = {
-    "mixture": (DPGaussianMixture, ("n_components", "iterations"), ("n_components",)),
-    "lloyd": (DPLloyd, ("n_components", "iterations"), ("n_components",)),
-    "dpm": (DPM, ("max_depth",), ()),
-}
-_MORSE_DEFAULT_BASE = "mixture"
-
-#: The algorithm-specific options: argparse dest -> flag.
-_ALGORITHM_OPTIONS = {
-    "max_depth": "--max-depth",
-    "radius": "--radius",
-    "min_samples": "--min-samples",
-    "n_clusters": "--n-clusters",
-    "n_components": "--n-components",
-    "variant": "--variant",
-    "internal_k": "--internal-k",
-    "iterations": "--iterations",
-    "base": "--base",
-}
-_DPM_DEFAULT_MAX_DEPTH = 7
-
-_MISSING_HINTS = {
-    "radius": "the DBSCAN neighbourhood radius in the data's units (not the privacy budget), "
-    "e.g. --radius 0.5",
-    "n_clusters": "the number of clusters k, e.g. --n-clusters 5",
-    "n_components": "the number of mixture components (morse: of base centres, K0, at least "
-    "--n-clusters), e.g. --n-components 8",
-}
+#: Algorithms the command line can run, in the order ``--help`` lists them (the registry).
+ALGORITHMS = registry.ENTRIES
 
 _FAITHFUL_WARNING = (
     "--variant faithful is NOT differentially private: it publishes exact data-dependent "
@@ -399,41 +303,6 @@ def _read_bounds(args, n_features: int) -> np.ndarray:
         raise ValueError(f"bounds file {path}: {exc}") from None
 
 
-def _format_table(header: list[str], rows: list[list[str]], right: set[int]) -> list[str]:
-    widths = [max(len(str(c)) for c in col) for col in zip(header, *rows, strict=True)]
-
-    def fmt(row):
-        cells = [
-            str(c).rjust(w) if j in right else str(c).ljust(w)
-            for j, (c, w) in enumerate(zip(row, widths, strict=True))
-        ]
-        return "  ".join(cells).rstrip()
-
-    return [fmt(header)] + [fmt(r) for r in rows]
-
-
-def _print_clusters(model, names: list[str], max_rows: int = 20, max_dims: int = 6) -> None:
-    k = int(model.n_clusters_)
-    sizes = np.asarray(model.cluster_sizes_)
-    print(f"clusters found: {k}")
-    if k == 0:
-        return
-    d = model.cluster_centers_.shape[1]
-    if k <= max_rows and d <= max_dims:
-        rows = [
-            [str(i), str(int(sizes[i]))] + [f"{v:.4g}" for v in model.cluster_centers_[i]]
-            for i in range(k)
-        ]
-        header = ["cluster", "noisy size"] + [str(n) for n in names]
-        for line in _format_table(header, rows, right=set(range(len(header)))):
-            print("  " + line)
-    else:
-        shown = ", ".join(str(int(s)) for s in sizes[:max_rows])
-        more = f", ... ({k - max_rows} more)" if k > max_rows else ""
-        print(f"noisy sizes: {shown}{more}")
-        print(f"centres: {k} x {d} (in the model file)")
-
-
 # --------------------------------------------------------------------------------------------
 # commands
 # --------------------------------------------------------------------------------------------
@@ -441,18 +310,14 @@ def _print_clusters(model, names: list[str], max_rows: int = 20, max_dims: int =
 
 def _option_users(dest: str) -> str:
     """The algorithms (and morse bases) an algorithm-specific option applies to, for errors."""
-    users = []
-    for name, algo in ALGORITHMS.items():
-        if dest in algo.options:
-            users.append(name)
-        elif name == "morse":
-            bases = [b for b, (_, opts, _) in _MORSE_BASES.items() if dest in opts]
-            if bases:
-                users.append(f"morse --base {'|'.join(bases)}")
+    users = [name for name, e in ALGORITHMS.items() if dest in e.applicable()]
+    bases = [b for b, e in registry.morse_bases().items() if dest in registry.base_options(e)]
+    if bases and "morse" not in users:
+        users.append(f"morse --base {'|'.join(bases)}")
     return ", ".join(users)
 
 
-def _check_algorithm(args) -> tuple[str, Algorithm]:
+def _check_algorithm(args) -> tuple[str, registry.Entry]:
     """The chosen algorithm, after checking that every option given applies to it.
 
     The options of all algorithms share one parser (so ``--help`` lists them together); an
@@ -463,199 +328,57 @@ def _check_algorithm(args) -> tuple[str, Algorithm]:
         raise ValueError(
             f"unknown algorithm {args.algorithm!r}; available: {', '.join(ALGORITHMS)}"
         )
-    algo = ALGORITHMS[name]
-    options, required, label = algo.options, algo.required, name
-    if name == "morse":
-        base = args.base or _MORSE_DEFAULT_BASE
-        _, base_options, base_required = _MORSE_BASES[base]
-        options, required = options + base_options, required + base_required
-        label = f"morse --base {base}"
-    for dest, flag in _ALGORITHM_OPTIONS.items():
+    entry = ALGORITHMS[name]
+    base = args.base or registry.MORSE_DEFAULT_BASE
+    options, required = registry.options_of(name, base)
+    label = f"morse --base {base}" if name == "morse" else name
+    for dest, option in registry.OPTIONS.items():
         if getattr(args, dest) is not None and dest not in options:
             raise ValueError(
-                f"{flag} does not apply to --algorithm {label}; it is an option of "
+                f"{option.flag} does not apply to --algorithm {label}; it is an option of "
                 f"{_option_users(dest)}"
             )
-    if args.delta is not None and not algo.delta:
+    if args.delta is not None and not entry.takes_delta:
         raise ValueError(
-            f"--delta does not apply to --algorithm {name}: {algo.cls.__name__} is pure "
+            f"--delta does not apply to --algorithm {name}: {entry.cls.__name__} is pure "
             "epsilon-DP (delta = 0)"
         )
     for dest in required:
         if getattr(args, dest) is None:
-            who = name if dest in algo.required else label  # name the base only if it matters
-            raise ValueError(
-                f"--algorithm {who} needs {_ALGORITHM_OPTIONS[dest]}: {_MISSING_HINTS[dest]}"
-            )
+            who = name if dest in entry.required else label  # name the base only if it matters
+            option = registry.OPTIONS[dest]
+            raise ValueError(f"--algorithm {who} needs {option.flag}: {option.hint}")
     if name == "morse" and args.n_components is not None and args.n_components < args.n_clusters:
         raise ValueError(
             f"--n-components ({args.n_components}) is the number of base components that morse "
             f"merges into --n-clusters ({args.n_clusters}) clusters; it must be at least "
             "--n-clusters"
         )
-    return name, algo
+    return name, entry
 
 
 def _build_estimator(name: str, args, bounds: np.ndarray):
     """The estimator for ``--algorithm name`` from the command-line options."""
-    common = dict(epsilon=args.epsilon, bounds=bounds, random_state=args.seed)
-    if name == "dpm":
-        return DPM(
-            delta=args.delta, max_depth=_or(args.max_depth, _DPM_DEFAULT_MAX_DEPTH), **common
-        )
-    if name == "dbscan":
-        extra = {} if args.min_samples is None else {"min_samples": args.min_samples}
-        return DPDBSCAN(eps=args.radius, **extra, **common)
-    if name == "lloyd":
-        return DPLloyd(n_clusters=args.n_clusters, n_iter=args.iterations, **common)
-    if name in ("kmeans-guarantee", "subclustering"):
-        extra = {"variant": args.variant or "private"}
-        if args.iterations is not None:
-            extra["max_iter"] = args.iterations
-        if args.internal_k is not None:
-            extra["internal_k"] = args.internal_k
-        return ALGORITHMS[name].cls(n_clusters=args.n_clusters, **extra, **common)
-    if name == "mixture":
-        extra = {} if args.iterations is None else {"n_iter": args.iterations}
-        return DPGaussianMixture(
-            n_components=args.n_components, delta=args.delta, **extra, **common
-        )
-    if name == "morse":
-        base_name = args.base or _MORSE_DEFAULT_BASE
-        # MorseMerging's seed seeds the whole pipeline: the base draws from the same stream
-        # --epsilon and --delta are the pipeline's totals: MorseMerging splits them between the
-        # base and the covariance pass in one plan, exactly as the Python API does.
-        morse = MorseMerging(
-            n_clusters=args.n_clusters, epsilon=args.epsilon, delta=args.delta,
+    values = {dest: getattr(args, dest) for dest in registry.OPTIONS}
+    if name != "morse":
+        return ALGORITHMS[name].build(
+            values, epsilon=args.epsilon, delta=args.delta, bounds=bounds,
             random_state=args.seed,
         )
-        base_common = dict(epsilon=args.epsilon, bounds=bounds)
-        iters = {} if args.iterations is None else {"n_iter": args.iterations}
-        if base_name == "mixture":
-            base = DPGaussianMixture(n_components=args.n_components, **iters, **base_common)
-        elif base_name == "lloyd":
-            base = DPLloyd(n_clusters=args.n_components, **iters, **base_common)
-        else:
-            base = DPM(max_depth=_or(args.max_depth, _DPM_DEFAULT_MAX_DEPTH), **base_common)
-        return morse.set_params(base_estimator=base)
-    raise AssertionError(f"no estimator for algorithm {name!r}")  # ALGORITHMS is checked first
-
-
-def _or(value, default):
-    return default if value is None else value
-
-
-def _check_plot_dimensions(name: str, d: int) -> None:
-    if name == "dbscan" and d != 2:
-        raise ValueError(
-            f"--plot for --algorithm dbscan draws the spans of 2-D data only; the data has {d} "
-            "features (leave out --plot)"
-        )
-
-
-def _draw(name: str, model, X: np.ndarray, names: list[str]):
-    """The figure ``--plot`` writes (it shows the raw data: not a private release)."""
-    if name == "dbscan":
-        return model.plot_spans(X=X).figure
-    if name == "morse":
-        if X.shape[1] == 2:
-            return model.plot_density(X=X).figure
-        return model.plot_dendrogram().figure
-    return viz.plot_clusters(X, model, feature_names=names).figure
-
-
-def _print_dbscan(model, X: np.ndarray, max_rows: int = 20) -> None:
-    k = int(model.n_clusters_)
-    print(f"clusters (spans) found: {k}")
-    shape = "x".join(str(int(v)) for v in model.grid_shape_)
-    print(
-        f"core cells: {model.span_cells_.shape[0]:,} of a {shape} grid of cells of width "
-        f"{model.cell_width_:.4g} ({model.histogram_} histogram)"
+    # --epsilon and --delta are the pipeline's totals: MorseMerging splits them between the
+    # base and the covariance pass in one plan, exactly as the Python API does. Its seed seeds
+    # the whole pipeline: the base draws from the same stream.
+    base_entry = ALGORITHMS[args.base or registry.MORSE_DEFAULT_BASE]
+    size = base_entry.morse_base.size_param
+    if size is not None:
+        values = values | {"n_clusters": None, "n_components": None}
+    base = base_entry.build(values, epsilon=args.epsilon, bounds=bounds)
+    if size is not None:
+        base.set_params(**{size: args.n_components})
+    return MorseMerging(
+        base, n_clusters=args.n_clusters, epsilon=args.epsilon, delta=args.delta,
+        random_state=args.seed,
     )
-    if k:
-        cells = np.bincount(model.span_labels_, minlength=k)
-        shown = ", ".join(str(int(c)) for c in cells[:max_rows])
-        more = f", ... ({k - max_rows} more)" if k > max_rows else ""
-        print(f"core cells per span: {shown}{more}")
-    print(f"guarantee: {model.guarantee_['statement']}")
-    noise = int(np.count_nonzero(model.labels_ < 0))
-    print(
-        f"points in no span (label -1): {noise:,} of {X.shape[0]:,}  [the spans applied to "
-        "the input; not part of the release]"
-    )
-
-
-def _print_mixture(model, names: list[str], max_rows: int = 20, max_dims: int = 6) -> None:
-    k = int(model.n_components_)
-    active = int(np.count_nonzero(model.active_components_))
-    print(f"components: {k} ({active} active: noisy count above the empty-component threshold)")
-    weights = np.asarray(model.weights_, dtype=float)
-    counts = np.asarray(model.noisy_counts_, dtype=float)
-    d = model.means_.shape[1]
-    if k <= max_rows and d <= max_dims:
-        rows = [
-            [str(i), f"{weights[i]:.3f}", f"{counts[i]:.0f}"]
-            + [f"{v:.4g}" for v in model.means_[i]]
-            for i in range(k)
-        ]
-        header = ["component", "weight", "noisy count"] + [str(n) for n in names]
-        for line in _format_table(header, rows, right=set(range(len(header)))):
-            print("  " + line)
-    else:
-        shown = ", ".join(f"{w:.3f}" for w in weights[:max_rows])
-        more = f", ... ({k - max_rows} more)" if k > max_rows else ""
-        print(f"weights: {shown}{more}")
-        print(f"means and covariances: {k} x {d} (in the model file)")
-
-
-def _print_morse(model, max_rows: int = 40) -> None:
-    base = model.base_estimator_
-    k0 = int(np.asarray(model.weights_).size)
-    print(
-        f"clusters: {model.n_clusters_} merged from {k0} components of the private "
-        f"{type(base).__name__}"
-    )
-    labels = np.asarray(model.component_labels_)
-    shown = " ".join(str(int(v)) for v in labels[:max_rows])
-    more = f" ... ({k0 - max_rows} more)" if k0 > max_rows else ""
-    # every component has a cluster: zero-weight ones take the basin their mean flows to
-    print(f"cluster of each component: {shown}{more}")
-    print(f"transition points (TEVs) found: {len(model.tevs_)}")
-    if model.n_fallback_merges_:
-        print(
-            f"merges without a transition point (straight-segment barrier): "
-            f"{model.n_fallback_merges_}"
-        )
-
-
-def _print_summary(name: str, model, X: np.ndarray, names: list[str]) -> None:
-    if name == "dbscan":
-        _print_dbscan(model, X)
-        return
-    if name == "mixture":
-        _print_mixture(model, names)
-        return
-    if name == "morse":
-        _print_morse(model)
-        return
-    _print_clusters(model, names)
-    if hasattr(model, "n_iter_"):
-        print(f"iterations: {model.n_iter_}")
-    variant = getattr(model, "variant", None)
-    if variant is not None:
-        print(f"variant: {variant}" + ("" if variant == "private" else "  (NOT private)"))
-
-
-#: What a model file of each algorithm holds, besides the parameters and the privacy report.
-_MODEL_CONTENTS = {
-    "dpm": "centres, noisy sizes, split tree",
-    "dbscan": "grid and core cells of every span",
-    "lloyd": "centres, noisy sizes",
-    "kmeans-guarantee": "centres, noisy sizes",
-    "subclustering": "centres, noisy sizes",
-    "mixture": "weights, means, covariances, noisy counts",
-    "morse": "mixture, equilibria, merge hierarchy",
-}
 
 
 def _describe_fit(name: str, model) -> str:
@@ -682,8 +405,12 @@ def _cmd_cluster(args) -> int:
         X, names = _read_data(args.input, args.header)
         bar.update()
         bounds = _read_bounds(args, X.shape[1])
-        if plot is not None:
-            _check_plot_dimensions(name, X.shape[1])
+        if plot is not None and algo.plot_2d_only and X.shape[1] != 2:
+            raise ValueError(
+                f"--plot for --algorithm {name} draws the {algo.plot_subject} of 2-D data only; "
+                f"the data has "
+                f"{X.shape[1]} features (leave out --plot)"
+            )
         model = _build_estimator(name, args, bounds)
         title = _describe_fit(name, model)
         bar.set_description_str(f"fitting {title}")
@@ -698,12 +425,12 @@ def _cmd_cluster(args) -> int:
     if out is not None:
         io.save_model(model, out)
     if plot is not None:
-        viz.save_figure(_draw(name, model, X, names), plot, close=True)
+        viz.save_figure(algo.plot(model, X, names).figure, plot, close=True)
 
     n, d = X.shape
     if args.variant == "faithful":
         delta = "0 (but NOT private: --variant faithful)"
-    elif not algo.delta:
+    elif not algo.takes_delta:
         delta = "0 (pure epsilon-DP)"
     elif args.delta is not None:
         delta = f"{args.delta:g}"
@@ -713,7 +440,7 @@ def _cmd_cluster(args) -> int:
         f"{title} on {args.input}: {n:,} points x {d} feature(s), "
         f"epsilon={args.epsilon:g}, delta={delta}"
     )
-    _print_summary(name, model, X, names)
+    algo.summary(model, X, names)
     report = model.privacy_report_
     spent = report.total()
     print(
@@ -727,7 +454,7 @@ def _cmd_cluster(args) -> int:
         print(_SECURE_NOTE)
     if out is not None:
         print(
-            f"wrote model: {out} (the private release: {_MODEL_CONTENTS[name]}, privacy "
+            f"wrote model: {out} (the private release: {algo.contents}, privacy "
             "report; no data, no labels)"
         )
     else:
@@ -799,7 +526,7 @@ def _cmd_demo(args) -> int:
         f"DPM(epsilon={_DEMO_EPSILON:g}, delta=auto) found {model.n_clusters_} cluster(s) "
         f"(true: {k_true})"
     )
-    _print_clusters(model, ["x0", "x1"])
+    _summaries.print_centres(model, None, ["x0", "x1"])
     acc = accuracy_majority(y, model.labels_)
     print(
         f"accuracy (majority vote, DPM paper Def. 12): {acc:.4f}  "
@@ -862,7 +589,7 @@ def _cmd_datasets(args) -> int:
                 e.get("literature") or "-",
             ]
         )
-    for line in _format_table(
+    for line in _summaries.format_table(
         ["name", "n", "d", "classes", "literature parameters"], rows, right={1, 2, 3}
     ):
         print(line)
@@ -961,7 +688,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=None,
         help="maximum depth of the split tree (at most 2^depth clusters; default "
-        f"{_DPM_DEFAULT_MAX_DEPTH})",
+        f"{ALGORITHMS['dpm'].cli_defaults['max_depth']})",
     )
     g = p.add_argument_group("dbscan")
     g.add_argument(
@@ -1021,10 +748,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     g.add_argument(
         "--base",
-        choices=tuple(_MORSE_BASES),
+        choices=tuple(registry.morse_bases()),
         default=None,
         help=f"morse: the private base model whose components are merged (default "
-        f"{_MORSE_DEFAULT_BASE}); a centre model (dpm, lloyd) adds a private "
+        f"{registry.MORSE_DEFAULT_BASE}); a centre model (dpm, lloyd) adds a private "
         "covariance pass",
     )
     g = p.add_argument_group("output")

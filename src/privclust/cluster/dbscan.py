@@ -20,10 +20,7 @@ from scipy.sparse.csgraph import connected_components
 
 from ..privacy import (
     NOISY_N_SHARE,
-    Budget,
     Mechanisms,
-    PrivacyReport,
-    Release,
     resolve_random_state,
 )
 from ..privacy.histogram import (
@@ -36,7 +33,6 @@ from ..privacy.histogram import (
 from ._base import (
     PrivateClusterMixin,
     check_bounds,
-    check_data,
     check_epsilon,
     raise_not_fitted,
 )
@@ -972,162 +968,13 @@ class DPDBSCAN(PrivateClusterMixin):
             best[better], label[better] = dist[better], lab[better]
         return label
 
-    # ------------------------------------------------------------------ JSON save/load
-    def to_dict(self) -> dict:
-        """The released model as plain JSON types: parameters, grid, spans, guarantee and the
-        privacy report. No data points; the ``random_state`` is left out (a seed would let
-        anyone subtract the noise) and so is the accountant."""
-        self._check_fitted()
-        params = {
-            k: v
-            for k, v in self.get_params().items()
-            if k not in ("random_state", "accountant", "bounds")
-        }
-        params = {
-            k: (
-                float(v)
-                if isinstance(v, (float, np.floating))
-                else int(v)
-                if isinstance(v, (int, np.integer)) and not isinstance(v, bool)
-                else v
-            )
-            for k, v in params.items()
-        }
-        return {
-            "model": "DPDBSCAN",
-            "format": 1,
-            "params": params,
-            "bounds": self.bounds_.tolist(),
-            "grid": {
-                "origin": [float(v) for v in self.grid_origin_],
-                "cell_width": float(self.cell_width_),
-                "shape": [int(v) for v in self.grid_shape_],
-                "n_cells": int(self.n_cells_),
-                "kappa": int(self.kappa_),
-                "kappa_core": int(self.kappa_core_),
-                "core_radius": float(self.core_radius_),
-            },
-            "histogram": self.histogram_,
-            "n_hat": None if self.n_hat_ is None else int(self.n_hat_),
-            "threshold": None if self.threshold_ is None else float(self.threshold_),
-            "n_clusters": int(self.n_clusters_),
-            "span_cells": self.span_cells_.tolist(),
-            "span_labels": self.span_labels_.tolist(),
-            "guarantee": {
-                k: (float(v) if isinstance(v, (int, float, np.number)) else v)
-                for k, v in self.guarantee_.items()
-            },
-            "privacy_report": self.privacy_report_.to_dict(),
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict) -> DPDBSCAN:
-        """Rebuild a fitted model from :meth:`to_dict`'s output (``predict`` works as before)."""
-        if not isinstance(data, dict) or data.get("model") != "DPDBSCAN":
-            raise ValueError("not a DPDBSCAN model dictionary (expected model='DPDBSCAN')")
-        if data.get("format") != 1:
-            raise ValueError(f"unsupported DPDBSCAN model format {data.get('format')!r}")
-        params = dict(data["params"])
-        params.setdefault("core_radius", "eps")  # written before the option: the paper's window
-        model = cls(**params, bounds=data["bounds"])
-        g = data["grid"]
-        model.bounds_ = np.asarray(data["bounds"], dtype=float)
-        model.grid_origin_ = np.asarray(g["origin"], dtype=float)
-        model.cell_width_ = float(g["cell_width"])
-        model.grid_shape_ = np.asarray(g["shape"], dtype=np.int64)
-        model.n_cells_ = int(g["n_cells"])
-        model.kappa_ = int(g["kappa"])
-        # models written before the core window was an option used NB at radius eps
-        model.kappa_core_ = int(g.get("kappa_core", g["kappa"]))
-        model.core_radius_ = float(g.get("core_radius", data["params"]["eps"]))
-        model.histogram_ = data["histogram"]
-        model.n_hat_ = data["n_hat"]
-        model.threshold_ = data["threshold"]
-        d = model.grid_shape_.size
-        cells = np.asarray(data["span_cells"], dtype=np.int64).reshape(-1, d)
-        model.span_cells_ = cells
-        model.span_labels_ = np.asarray(data["span_labels"], dtype=np.int64)
-        model._core_keys = (
-            _dot_int(cells, _c_strides(model.grid_shape_))
-            if cells.size
-            else (np.zeros(0, dtype=np.int64))
-        )
-        model.n_clusters_ = int(data["n_clusters"])
-        model.n_features_in_ = d
-        gu = data["guarantee"]
-        model.rho_, model.tau_, model.beta_ = gu["rho"], gu["tau"], gu["beta"]
-        model.gamma_lower_, model.gamma_upper_ = gu["gamma_lower"], gu["gamma_upper"]
-        model.min_samples_effective_ = gu["min_samples_effective"]
-        model.core_threshold_ = model.min_samples_effective_ - model.gamma_lower_
-        model.guarantee_ = dict(gu)
-        rep = data["privacy_report"]
-        model.privacy_report_ = PrivacyReport(
-            estimator=rep["estimator"],
-            planned=Budget(rep["planned"]["epsilon"], rep["planned"]["delta"]),
-            random_source=rep.get("random_source", ""),
-            zcdp_delta=rep.get("zcdp_delta", 0.0),
-            releases=[Release(**r) for r in rep["releases"]],
-            notes=list(rep.get("notes", [])),
-        )
-        return model
-
-    # ------------------------------------------------------------------ plot
-    def plot_spans(self, ax=None, X=None, *, cmap="tab20", max_points=100_000, alpha=0.55):
-        """Spans as filled cells (one colour per cluster) over an optional scatter of ``X``
-        (2-D models only; at most ``max_points`` points drawn, a fixed subsample). Returns ax."""
-        self._check_fitted()
-        if self.span_cells_.shape[1] != 2:
-            raise ValueError("plot_spans draws 2-D models only")
-        import matplotlib.pyplot as plt
-        from matplotlib.colors import ListedColormap
-
-        if ax is None:
-            _, ax = plt.subplots(figsize=(7, 7))
-        w = self.cell_width_
-        o = self.grid_origin_
-        if X is not None:
-            pts = check_data(X)
-            if pts.shape[0] > max_points:
-                pts = pts[np.linspace(0, pts.shape[0] - 1, max_points).astype(np.int64)]
-            ax.scatter(pts[:, 0], pts[:, 1], s=2, c="0.45", linewidths=0, zorder=1)
+    def _restore(self):
+        """Rebuild the core-cell keys predict searches from the released spans (after loading
+        a model: ``privclust.io`` sets the fitted attributes and calls this); returns self."""
         cells = self.span_cells_
-        if cells.shape[0]:
-            lo = cells.min(axis=0)
-            hi = cells.max(axis=0) + 1
-            size = int(np.prod(hi - lo))
-            colours = plt.get_cmap(cmap)
-            palette = ListedColormap([colours(k % colours.N) for k in range(self.n_clusters_)])
-            if size <= (1 << 24):  # an image of the cells' bounding box
-                img = np.full(tuple(hi - lo), np.nan)
-                img[cells[:, 0] - lo[0], cells[:, 1] - lo[1]] = self.span_labels_
-                extent = (o[0] + lo[0] * w, o[0] + hi[0] * w, o[1] + lo[1] * w, o[1] + hi[1] * w)
-                ax.imshow(
-                    np.ma.masked_invalid(img.T),
-                    origin="lower",
-                    extent=extent,
-                    cmap=palette,
-                    vmin=-0.5,
-                    vmax=self.n_clusters_ - 0.5,
-                    interpolation="nearest",
-                    alpha=alpha,
-                    zorder=2,
-                    aspect="auto",
-                )
-            else:  # too spread out for an image: one marker per cell
-                centre = o + (cells + 0.5) * w
-                ax.scatter(
-                    centre[:, 0],
-                    centre[:, 1],
-                    c=self.span_labels_,
-                    cmap=palette,
-                    marker="s",
-                    s=4,
-                    alpha=alpha,
-                    zorder=2,
-                )
-        b = self.bounds_
-        ax.set_xlim(b[0, 0], b[0, 1])
-        ax.set_ylim(b[1, 0], b[1, 1])
-        ax.set_aspect("equal")
-        ax.set_title(f"DP-DBSCAN spans: {self.n_clusters_} clusters, epsilon={self.epsilon}")
-        return ax
+        self._core_keys = (
+            _dot_int(cells, _c_strides(self.grid_shape_)) if cells.size
+            else np.zeros(0, dtype=np.int64)
+        )
+        self.core_threshold_ = self.min_samples_effective_ - self.gamma_lower_
+        return self

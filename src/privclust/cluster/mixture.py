@@ -541,52 +541,6 @@ class DPGaussianMixture(PrivateClusterMixin):
         """``log p(x)`` under the private mixture."""
         return logsumexp(self.predict_log_terms(X), axis=1)
 
-    # ------------------------------------------------------------------ JSON
-    def to_dict(self) -> dict:
-        """The released model as plain JSON types (for privclust.io; no labels, no data)."""
-        self._check_fitted()
-        return {
-            "weights": self.weights_.tolist(),
-            "means": self.means_.tolist(),
-            "covariances": self.covariances_.tolist(),
-            "noisy_counts": np.asarray(self.noisy_counts_, float).tolist(),
-            "active_components": np.asarray(self.active_components_, bool).tolist(),
-            "sigma": float(self.sigma_),
-            "delta": float(self.delta_),
-            "bounds": np.asarray(self.bounds_, float).tolist(),
-            "n_iter": int(self.n_iter_),
-            "n_features_in": int(self.n_features_in_),
-        }
-
-    def from_dict(self, m: dict):
-        """Set the fitted attributes from :meth:`to_dict` output (validated); returns self."""
-        d = int(m["n_features_in"])
-        means = np.asarray(m["means"], dtype=float).reshape(-1, d)
-        k = means.shape[0]
-        weights = np.asarray(m["weights"], dtype=float).reshape(-1)
-        covs = np.asarray(m["covariances"], dtype=float)
-        if weights.shape != (k,) or covs.shape != (k, d, d):
-            raise ValueError(f"mixture shapes do not match: {weights.shape}, {covs.shape}")
-        if not (np.isfinite(means).all() and np.isfinite(covs).all() and (weights >= 0).all()):
-            raise ValueError("the mixture holds non-finite values or negative weights")
-        np.linalg.cholesky(covs)  # raises LinAlgError (a ValueError) if not positive definite
-        bounds = np.asarray(m["bounds"], dtype=float)
-        if bounds.shape != (d, 2):
-            raise ValueError(f"bounds has shape {bounds.shape}, expected ({d}, 2)")
-        self.weights_ = weights
-        self.means_ = means
-        self.covariances_ = covs
-        self.cluster_centers_ = means
-        self.noisy_counts_ = np.asarray(m["noisy_counts"], dtype=float).reshape(k)
-        self.active_components_ = np.asarray(m["active_components"], dtype=bool).reshape(k)
-        self.n_components_ = k
-        self.sigma_ = float(m["sigma"])
-        self.delta_ = float(m["delta"])
-        self.bounds_ = bounds
-        self.n_iter_ = int(m["n_iter"])
-        self.n_features_in_ = d
-        return self
-
 
 def _reseed(mu, cov, w, active):
     """Re-seed inactive components by splitting the heaviest active one along its main axis:

@@ -59,8 +59,6 @@ __all__ = [
     "find_tevs",
     "flow_to_rest",
     "merge_clusters",
-    "plot_dendrogram",
-    "plot_morse_density",
 ]
 
 _LOG_2PI = math.log(2.0 * math.pi)
@@ -1067,9 +1065,10 @@ class MorseMerging(ClusterMixin, BaseEstimator):
     ----------
     base_estimator_ : the fitted base. weights_, means_, covariances_ : the mixture (original
     units). component_labels_ : (K0,) cluster of each base component. n_clusters_ : clusters
-    made. sevs_, tevs_ : equilibria (original units). tev_values_ : f at the TEVs (unit-box
-    density). tev_edges_ : (t, 2) SEV indices. sev_of_component_ : (K0,) SEV of each live
-    component (-1: zero weight). leaves_ : base component index of every linkage leaf.
+    made. sevs_, tevs_ : equilibria (original units). sev_labels_ : cluster of each SEV.
+    tev_values_ : f at the TEVs (unit-box density). tev_edges_ : (t, 2) SEV indices.
+    sev_of_component_ : (K0,) SEV of each live component (-1: zero weight).
+    leaves_ : base component index of every linkage leaf.
     linkage_ : SciPy linkage matrix over the leaves. dendrogram_ : ``scipy.cluster.hierarchy.
     dendrogram(linkage_, no_plot=True)``. n_fallback_merges_ : merges not backed by a TEV.
     morse_time_ : seconds of the Morse step. base_assignment_ : 'likelihood' or 'nearest', the
@@ -1541,7 +1540,7 @@ class MorseMerging(ClusterMixin, BaseEstimator):
         comp_labels[live] = leaf_labels
         sev_of_component = np.full(K0, -1, dtype=np.int64)
         sev_of_component[live] = graph["sev_of_centre"]
-        self._sev_cluster = sev_cluster
+        self.sev_labels_ = sev_cluster
         self._sevs_u = sevs
         self.component_labels_ = comp_labels
         dead = np.flatnonzero(comp_labels < 0)
@@ -1578,7 +1577,7 @@ class MorseMerging(ClusterMixin, BaseEstimator):
                 part = U[start : start + chunk]
                 ends, _ = flow_to_rest(field, part)
                 dist = ((ends[:, None, :] - self._sevs_u[None]) ** 2).sum(axis=2)
-                lab = self._sev_cluster[np.argmin(dist, axis=1)]
+                lab = self.sev_labels_[np.argmin(dist, axis=1)]
                 mixed = lab == -2
                 if mixed.any():
                     lt = field.log_terms(part[mixed])
@@ -1610,68 +1609,10 @@ class MorseMerging(ClusterMixin, BaseEstimator):
     def fit_predict(self, X, y=None):
         return self.fit(X).labels_
 
-    # ------------------------------------------------------------------ plots
-    def plot_dendrogram(self, ax=None, **kwargs):
-        """The hierarchy (``linkage_``) as a dendrogram; leaves are base component indices."""
-        return plot_dendrogram(self, ax=ax, **kwargs)
-
-    def plot_density(self, X=None, ax=None, **kwargs):
-        """2-D only: density contours, centres, TEVs and the merged clusters."""
-        return plot_morse_density(self, X=X, ax=ax, **kwargs)
-
-    # ------------------------------------------------------------------ JSON
-    def to_dict(self) -> dict:
-        """The released model and its Morse structure as plain JSON types (no labels, no data).
-        The base estimator is named, not stored (its releases are in the privacy report)."""
-        self._check_fitted()
-        return {
-            "base_estimator": type(self.base_estimator_).__name__,
-            "weights": np.asarray(self.weights_, float).tolist(),
-            "means": np.asarray(self.means_, float).tolist(),
-            "covariances": np.asarray(self.covariances_, float).tolist(),
-            "bounds": None if self.bounds_ is None else np.asarray(self.bounds_).tolist(),
-            "n_clusters": int(self.n_clusters_),
-            "component_labels": self.component_labels_.tolist(),
-            "sevs": self.sevs_.tolist(),
-            "sev_cluster": self._sev_cluster.tolist(),
-            "tevs": self.tevs_.tolist(),
-            "tev_values": self.tev_values_.tolist(),
-            "tev_edges": self.tev_edges_.tolist(),
-            "linkage": self.linkage_.tolist(),
-            "leaves": np.asarray(self.leaves_).tolist(),
-            "n_fallback_merges": int(self.n_fallback_merges_),
-            "n_features_in": int(self.n_features_in_),
-            "base_assignment": self.base_assignment_,
-        }
-
-    def from_dict(self, m: dict):
-        """Set the fitted attributes from :meth:`to_dict` output; returns self (predict works;
-        ``base_estimator_`` is None)."""
-        d = int(m["n_features_in"])
-        self.weights_ = np.asarray(m["weights"], dtype=float).reshape(-1)
-        K0 = self.weights_.size
-        self.means_ = np.asarray(m["means"], dtype=float).reshape(K0, d)
-        self.covariances_ = np.asarray(m["covariances"], dtype=float).reshape(K0, d, d)
-        self.bounds_ = None if m["bounds"] is None else check_bounds(m["bounds"], d)
-        self.n_features_in_ = d
-        self.base_assignment_ = str(m.get("base_assignment", "likelihood"))
-        if self.base_assignment_ not in ("likelihood", "nearest"):
-            raise ValueError(
-                f"base_assignment must be 'likelihood' or 'nearest', got {self.base_assignment_!r}"
-            )
-        self.n_clusters_ = int(m["n_clusters"])
-        self.component_labels_ = np.asarray(m["component_labels"], dtype=np.int64).reshape(K0)
-        self.sevs_ = np.asarray(m["sevs"], dtype=float).reshape(-1, d)
-        self._sev_cluster = np.asarray(m["sev_cluster"], dtype=np.int64).reshape(-1)
-        if self._sev_cluster.size != self.sevs_.shape[0]:
-            raise ValueError("sev_cluster and sevs differ in length")
-        self.tevs_ = np.asarray(m["tevs"], dtype=float).reshape(-1, d)
-        self.tev_values_ = np.asarray(m["tev_values"], dtype=float).reshape(-1)
-        self.tev_edges_ = np.asarray(m["tev_edges"], dtype=np.int64).reshape(-1, 2)
-        self.linkage_ = np.asarray(m["linkage"], dtype=float).reshape(-1, 4)
-        self.leaves_ = np.asarray(m["leaves"], dtype=np.int64).reshape(-1)
+    def _restore(self):
+        """Rebuild what predict derives from the released attributes (after loading a model:
+        ``privclust.io`` sets those and calls this); returns self."""
         self.merge_heights_ = self.linkage_[:, 2].copy()
-        self.n_fallback_merges_ = int(m["n_fallback_merges"])
         self.dendrogram_ = _dendrogram(self.linkage_, self.leaves_.size)
         self.base_estimator_ = None
         self._field = self._unit_field()
@@ -1690,113 +1631,3 @@ def _dendrogram(Z, n_leaves):
             "leaves_color_list": [],
         }
     return hierarchy.dendrogram(Z, no_plot=True)
-
-
-# =========================================================================== plots
-def _pyplot():
-    try:
-        import matplotlib.pyplot as plt
-    except ImportError:  # pragma: no cover - matplotlib is an optional extra
-        raise ImportError("plotting needs matplotlib: pip install 'privclust[plot]'") from None
-    return plt
-
-
-def plot_dendrogram(model: MorseMerging, ax=None, **kwargs):
-    """Draw ``model.linkage_`` (leaves labelled by base component index); returns the axes."""
-    model._check_fitted()
-    plt = _pyplot()
-    if ax is None:
-        _, ax = plt.subplots(figsize=(6, 4))
-    Z = model.linkage_
-    if len(Z):
-        with warnings.catch_warnings():  # all heights 0 (one basin): SciPy warns on the ylim
-            warnings.filterwarnings("ignore", message=".*identical low and high ylims.*")
-            hierarchy.dendrogram(Z, ax=ax, labels=[str(i) for i in model.leaves_], **kwargs)
-        if not Z[:, 2].max() > 0:
-            ax.set_ylim(0, 1)
-        if model.n_clusters_ > 1 and model.n_clusters_ <= len(Z):
-            cut = Z[len(Z) - model.n_clusters_ + 1, 2]
-            below = Z[len(Z) - model.n_clusters_, 2]
-            ax.axhline(
-                0.5 * (cut + below),
-                color="grey",
-                ls="--",
-                lw=1,
-                label=f"{model.n_clusters_} clusters",
-            )
-            ax.legend(loc="upper right")
-    ax.set_xlabel("component")
-    ax.set_ylabel("f(TEV) - min f(SEV)   (f = -ln p)")
-    ax.set_title("Morse merging: hierarchy of the TEV graph")
-    return ax
-
-
-def plot_morse_density(
-    model: MorseMerging, X=None, ax=None, grid: int = 150, levels: int = 15, max_points: int = 5000
-):
-    """2-D data only: contours of ``-ln p``, the merged clusters (regions shaded by the cluster
-    of the most likely component, a fast approximation of the basins; X, if given, coloured by
-    ``predict``), the centres and the TEVs; returns the axes."""
-    model._check_fitted()
-    if model.n_features_in_ != 2:
-        raise ValueError(
-            f"plot_morse_density needs 2-D data, the model has {model.n_features_in_} features"
-        )
-    plt = _pyplot()
-    if ax is None:
-        _, ax = plt.subplots(figsize=(6, 5))
-    if model.bounds_ is not None:
-        lo, hi = model.bounds_[:, 0], model.bounds_[:, 1]
-    else:
-        pts = np.vstack([model.means_, model.sevs_])
-        span = np.ptp(pts, axis=0) + 1e-9
-        lo, hi = pts.min(axis=0) - span / 2, pts.max(axis=0) + span / 2
-    gx, gy = np.meshgrid(np.linspace(lo[0], hi[0], grid), np.linspace(lo[1], hi[1], grid))
-    G = np.column_stack([gx.ravel(), gy.ravel()])
-    f = model._field.f(model._to_unit(G)).reshape(gx.shape)
-    lab = model.component_labels_[
-        model._field.components[np.argmax(model._field.log_terms(model._to_unit(G)), axis=1)]
-    ].reshape(gx.shape)
-    cmap = plt.get_cmap("tab10")
-    ax.contourf(
-        gx,
-        gy,
-        lab,
-        levels=np.arange(model.n_clusters_ + 1) - 0.5,
-        colors=[cmap(i % 10) for i in range(model.n_clusters_)],
-        alpha=0.15,
-    )
-    ax.contour(
-        gx,
-        gy,
-        f,
-        levels=np.quantile(f, np.linspace(0.02, 0.6, levels)),
-        colors="k",
-        linewidths=0.5,
-        alpha=0.6,
-    )
-    if X is not None:
-        arr = check_data(X)[:max_points]
-        ax.scatter(
-            arr[:, 0],
-            arr[:, 1],
-            c=[cmap(i % 10) for i in model.predict(arr)],
-            s=4,
-            alpha=0.5,
-            linewidths=0,
-        )
-    ax.scatter(model.means_[:, 0], model.means_[:, 1], c="k", s=40, marker="o", label="centres")
-    if len(model.tevs_):
-        ax.scatter(
-            model.tevs_[:, 0],
-            model.tevs_[:, 1],
-            c="r",
-            s=60,
-            marker="x",
-            label="transition points (TEVs)",
-        )
-    ax.set_xlim(lo[0], hi[0])
-    ax.set_ylim(lo[1], hi[1])
-    ax.legend(loc="best", fontsize=8)
-    ax.set_title(f"Morse merging: {model.n_clusters_} clusters")
-    return ax

@@ -42,18 +42,10 @@ from typing import Any
 
 import numpy as np
 
-from .cluster import (
-    DPDBSCAN,
-    DPM,
-    DPGaussianMixture,
-    DPLloyd,
-    KMeansGuarantee,
-    MorseMerging,
-    SplitTree,
-    SubClustering,
-)
-from .cluster._base import check_bounds
-from .privacy import Budget, PrivacyLeakWarning, PrivacyReport, Release
+from ..cluster import MorseMerging
+from ..cluster._base import check_bounds
+from ..privacy import Budget, PrivacyLeakWarning, PrivacyReport, Release
+from ._json import dumps, jsonable, tuples
 
 __all__ = [
     "FORMAT",
@@ -105,7 +97,20 @@ class ModelCodec:
     load: Callable[[Any, dict], None]
 
 
-_CODECS: dict[str, ModelCodec] = {}
+#: Codecs registered with :func:`register_model` (the built-in estimators' come from
+#: :mod:`privclust.registry`).
+_EXTRA_CODECS: dict[str, ModelCodec] = {}
+
+
+def _codecs() -> dict[str, ModelCodec]:
+    """Every codec by stored name: the registry's estimators, then any registered here."""
+    from ..registry import ENTRIES  # the registry imports this package: look it up late
+
+    built_in = {
+        e.cls.__name__: ModelCodec(e.cls.__name__, e.cls, e.codec.dump, e.codec.load)
+        for e in ENTRIES.values()
+    }
+    return built_in | _EXTRA_CODECS
 
 
 def register_model(
@@ -119,23 +124,24 @@ def register_model(
     """Register how estimator ``cls`` (stored as ``"estimator": name``) is saved and loaded."""
     if not isinstance(name, str) or not name:
         raise ValueError("register_model needs a non-empty estimator name")
-    if name in _CODECS and not replace:
+    if name in _codecs() and not replace:
         raise ValueError(f"an estimator named {name!r} is already registered (pass replace=True)")
     codec = ModelCodec(name, cls, dump, load)
-    _CODECS[name] = codec
+    _EXTRA_CODECS[name] = codec
     return codec
 
 
 def registered_estimators() -> list[str]:
     """Names of the estimators that can be saved and loaded."""
-    return sorted(_CODECS)
+    return sorted(_codecs())
 
 
 def _codec_for_estimator(model) -> ModelCodec:
-    for codec in _CODECS.values():
+    codecs = _codecs().values()
+    for codec in codecs:
         if type(model) is codec.cls:
             return codec
-    for codec in _CODECS.values():
+    for codec in codecs:
         if isinstance(model, codec.cls):
             return codec
     raise TypeError(
@@ -147,55 +153,6 @@ def _codec_for_estimator(model) -> ModelCodec:
 # --------------------------------------------------------------------------------------------
 # JSON helpers
 # --------------------------------------------------------------------------------------------
-
-
-def _jsonable(value, where: str):
-    """Plain JSON types from numpy scalars/arrays, tuples, dicts; NaN/inf become None."""
-    if value is None or isinstance(value, (bool, str)):
-        return value
-    if isinstance(value, np.bool_):
-        return bool(value)
-    if isinstance(value, numbers.Integral):
-        return int(value)
-    if isinstance(value, numbers.Real):
-        v = float(value)
-        return v if math.isfinite(v) else None
-    if isinstance(value, np.ndarray):
-        return _jsonable(value.tolist(), where)
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v, where) for v in value]
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v, f"{where}.{k}") for k, v in value.items()}
-    raise TypeError(
-        f"{where} holds a {type(value).__name__}, which cannot be written as JSON; "
-        "privclust model files hold numbers, strings and lists only"
-    )
-
-
-def _is_scalar(v) -> bool:
-    return v is None or isinstance(v, (bool, int, float, str))
-
-
-def _dumps(obj, level: int = 0) -> str:
-    """JSON with one key per line and short lists (vectors, matrix rows) kept on one line."""
-    pad, inner = " " * level, " " * (level + 1)
-    if isinstance(obj, dict):
-        if not obj:
-            return "{}"
-        items = [f"{inner}{json.dumps(k)}: {_dumps(v, level + 1)}" for k, v in obj.items()]
-        return "{\n" + ",\n".join(items) + "\n" + pad + "}"
-    if isinstance(obj, list):
-        if all(_is_scalar(v) for v in obj):
-            return json.dumps(obj, allow_nan=False)
-        return "[\n" + ",\n".join(inner + _dumps(v, level + 1) for v in obj) + "\n" + pad + "]"
-    return json.dumps(obj, allow_nan=False)
-
-
-def _tuples(value):
-    """JSON lists back to (nested) tuples: parameters are immutable in the estimators."""
-    if isinstance(value, list):
-        return tuple(_tuples(v) for v in value)
-    return value
 
 
 def _describe_random_state(random_state) -> str:
@@ -221,7 +178,7 @@ def _params_to_dict(model) -> dict:
         if key == "random_state":
             out[key] = _describe_random_state(value)
             continue
-        out[key] = _jsonable(value, f"parameter {key!r}")
+        out[key] = jsonable(value, f"parameter {key!r}")
     return out
 
 
@@ -240,7 +197,7 @@ def _params_from_dict(cls: type, params: dict) -> dict:
             "may come from a different privclust version"
         )
     out = {
-        k: _tuples(v) for k, v in params.items() if k not in ("random_state", *_NOT_SAVED_PARAMS)
+        k: tuples(v) for k, v in params.items() if k not in ("random_state", *_NOT_SAVED_PARAMS)
     }
     # The seed is never stored: a loaded (and possibly refitted) model uses secure randomness.
     out["random_state"] = None
@@ -253,7 +210,7 @@ def _params_from_dict(cls: type, params: dict) -> dict:
 
 
 def _privacy_report_to_dict(report: PrivacyReport) -> dict:
-    d = _jsonable(report.to_dict(), "privacy_report")
+    d = jsonable(report.to_dict(), "privacy_report")
     d["random_source"] = _redact_seed(str(d.get("random_source", "")))
     return d
 
@@ -309,158 +266,6 @@ def _checked_release(r: Release) -> Release:
 
 
 # --------------------------------------------------------------------------------------------
-# DPM
-# --------------------------------------------------------------------------------------------
-
-
-def _dpm_dump(model: DPM) -> dict:
-    return {
-        "cluster_centers": _jsonable(np.asarray(model.cluster_centers_), "cluster_centers_"),
-        "cluster_sizes": _jsonable(np.asarray(model.cluster_sizes_), "cluster_sizes_"),
-        "n_clusters": int(model.n_clusters_),
-        "split_tree": _jsonable(model.split_tree_.to_dict(), "split_tree_"),
-        "interval_size": _jsonable(np.asarray(model.interval_size_), "interval_size_"),
-        "n_split_candidates": int(model.n_split_candidates_),
-        "min_cluster_size": float(model.min_cluster_size_),
-        "delta": float(model.delta_),
-        "n_features_in": int(model.n_features_in_),
-    }
-
-
-def _load_centres(m: dict) -> tuple[int, np.ndarray, np.ndarray]:
-    """``(d, centres (k, d), noisy sizes (k,))`` of a centre model's section, validated."""
-    d = int(m["n_features_in"])
-    if d < 1:
-        raise ValueError(f"n_features_in must be >= 1, got {d}")
-    centres = np.asarray(m["cluster_centers"], dtype=float)
-    if centres.size == 0:
-        centres = centres.reshape(0, d)
-    if centres.ndim != 2 or centres.shape[1] != d:
-        raise ValueError(f"cluster_centers has shape {centres.shape}, expected (k, {d})")
-    if not np.isfinite(centres).all():
-        raise ValueError("cluster_centers holds non-finite values")
-    k = centres.shape[0]
-    sizes = np.asarray(m["cluster_sizes"], dtype=np.int64).reshape(-1)
-    if sizes.shape != (k,):
-        raise ValueError(f"cluster_sizes has {sizes.size} entries for {k} centres")
-    if int(m["n_clusters"]) != k:
-        raise ValueError(f"n_clusters is {m['n_clusters']} but there are {k} centres")
-    return d, centres, sizes
-
-
-def _check_tree(tree: SplitTree, d: int) -> None:
-    """A split tree that ``predict`` can walk: features in range, finite thresholds, children
-    that exist and lie deeper (no cycles)."""
-    n = tree.n_nodes
-    for i in range(n):
-        f, left, right = int(tree.feature[i]), int(tree.left[i]), int(tree.right[i])
-        if left < 0 and right < 0:
-            continue
-        if not 0 <= f < d:
-            raise ValueError(f"split_tree node {i} splits on feature {f}, but the model has {d}")
-        if not np.isfinite(tree.threshold[i]):
-            raise ValueError(f"split_tree node {i} has a non-finite threshold")
-        for child in (left, right):
-            if not (i < child < n) or int(tree.depth[child]) != int(tree.depth[i]) + 1:
-                raise ValueError(f"split_tree node {i} has an invalid child {child}")
-
-
-def _dpm_load(est: DPM, m: dict) -> None:
-    d, centres, sizes = _load_centres(m)
-    k = centres.shape[0]
-    tree = SplitTree.from_dict(m["split_tree"])
-    n_nodes = tree.n_nodes
-    for name in (
-        "threshold",
-        "left",
-        "right",
-        "depth",
-        "n_hat",
-        "box_lo",
-        "box_hi",
-        "halt_reason",
-        "leaf_index",
-    ):
-        if len(getattr(tree, name)) != n_nodes:
-            raise ValueError(
-                f"split_tree.{name} has {len(getattr(tree, name))} entries, expected {n_nodes}"
-            )
-    _check_tree(tree, d)
-    leaf_ids = sorted(tree.leaf_index[i] for i in tree.leaves())
-    if n_nodes and leaf_ids != list(range(k)):
-        raise ValueError(f"split_tree has {len(leaf_ids)} leaves for {k} centres")
-    interval = np.asarray(m["interval_size"], dtype=float).reshape(-1)
-    if interval.shape != (d,):
-        raise ValueError(f"interval_size has {interval.size} entries, expected {d}")
-    est.cluster_centers_ = centres
-    est.cluster_sizes_ = sizes
-    est.n_clusters_ = k
-    est.split_tree_ = tree
-    est.interval_size_ = interval
-    est.n_split_candidates_ = int(m["n_split_candidates"])
-    est.min_cluster_size_ = float(m["min_cluster_size"])
-    est.delta_ = float(m["delta"])
-    est.n_features_in_ = d
-
-
-register_model("DPM", DPM, _dpm_dump, _dpm_load)
-
-
-# --------------------------------------------------------------------------------------------
-# k-means family (DPLloyd, KMeansGuarantee, SubClustering)
-# --------------------------------------------------------------------------------------------
-
-
-def _kmeans_dump(model) -> dict:
-    # Only the final centres and their noisy sizes: that is what predict needs. The per-iteration
-    # history stays on the fitted object; cost_history_ and the faithful variants' exact
-    # convergent zones are computed without noise and are never written.
-    return {
-        "cluster_centers": _jsonable(np.asarray(model.cluster_centers_), "cluster_centers_"),
-        "cluster_sizes": _jsonable(np.asarray(model.cluster_sizes_), "cluster_sizes_"),
-        "n_clusters": int(model.n_clusters_),
-        "n_iter": int(model.n_iter_),
-        "n_features_in": int(model.n_features_in_),
-    }
-
-
-def _kmeans_load(est, m: dict) -> None:
-    d, centres, sizes = _load_centres(m)
-    n_iter = int(m["n_iter"])
-    if n_iter < 0:
-        raise ValueError(f"n_iter must be >= 0, got {n_iter}")
-    est.cluster_centers_ = centres
-    est.cluster_sizes_ = sizes
-    est.n_clusters_ = centres.shape[0]
-    est.n_iter_ = n_iter
-    est.n_features_in_ = d
-
-
-for _cls in (DPLloyd, KMeansGuarantee, SubClustering):
-    register_model(_cls.__name__, _cls, _kmeans_dump, _kmeans_load)
-del _cls
-
-
-def _dbscan_load(est, m: dict) -> None:
-    fitted = DPDBSCAN.from_dict(m)
-    for key, value in vars(fitted).items():
-        if key.endswith("_") or key.startswith("_core"):
-            setattr(est, key, value)
-
-
-register_model("DPDBSCAN", DPDBSCAN, lambda model: model.to_dict(), _dbscan_load)
-register_model(
-    "DPGaussianMixture",
-    DPGaussianMixture,
-    lambda model: model.to_dict(),
-    lambda est, m: est.from_dict(m),
-)
-register_model(
-    "MorseMerging", MorseMerging, lambda model: model.to_dict(), lambda est, m: est.from_dict(m)
-)
-
-
-# --------------------------------------------------------------------------------------------
 # Public API
 # --------------------------------------------------------------------------------------------
 
@@ -476,7 +281,7 @@ def model_to_dict(model) -> dict:
     codec = _codec_for_estimator(model)
     if not hasattr(model, "privacy_report_"):
         raise ValueError(f"this {type(model).__name__} is not fitted yet; fit it before saving")
-    from . import __version__
+    from .. import __version__
 
     return {
         "format": FORMAT,
@@ -506,12 +311,13 @@ def model_from_dict(d: dict, *, source: str = "the model") -> Any:
             f"version {VERSION}; upgrade privclust (pip install -U privclust)"
         )
     name = d.get("estimator")
-    if name not in _CODECS:
+    known = _codecs()
+    if name not in known:
         raise ModelFormatError(
             f"{source} holds an estimator {name!r} this privclust cannot load; known: "
             f"{', '.join(registered_estimators())}"
         )
-    codec = _CODECS[name]
+    codec = known[name]
     for key in ("params", "model", "privacy_report"):
         if key not in d:
             raise ModelFormatError(f'{source} is incomplete: no "{key}" section')
@@ -577,7 +383,7 @@ def save_model(model, path: str | os.PathLike[str]) -> Path:
     Only the private release is written (see the module docstring): no labels, no data, no seed.
     """
     path = Path(path)
-    text = _dumps(model_to_dict(model))
+    text = dumps(model_to_dict(model))
     if not path.parent.is_dir():
         raise FileNotFoundError(
             f"cannot write {path}: the folder {path.parent} does not exist; create it first"

@@ -1,79 +1,13 @@
-"""Plots of fitted privclust models (needs matplotlib: ``pip install "privclust[plot]"``).
-
-* :func:`plot_clusters`: the data coloured by ``model.predict``, the private centres as large
-  markers (area proportional to the noisy size) and, for a 2-D DPM, the released split lines.
-* :func:`plot_split_tree`: DPM's split tree as a diagram (split rule and noisy count per node).
-* :func:`save_figure`: write a figure to PNG/PDF/SVG/...
-
-A plot of the data shows the *raw* points: it is for the data holder, not a private release
-(only the model is). matplotlib is imported lazily; without a display the Agg backend is used.
-"""
+"""Centre models: the data coloured by cluster with the private centres, and DPM's split tree."""
 
 from __future__ import annotations
 
-import os
-import sys
-from pathlib import Path
-
 import numpy as np
 
-from .cluster._base import check_data
+from ..cluster._base import check_data
+from ._common import pyplot
 
-__all__ = ["FIGURE_FORMATS", "check_figure_path", "plot_clusters", "plot_split_tree",
-           "require_matplotlib", "save_figure"]
-
-_INSTALL_HINT = 'plotting needs matplotlib: pip install "privclust[plot]"'
-#: File extensions :func:`save_figure` accepts (the formats of matplotlib's Agg-based backends).
-FIGURE_FORMATS = (".png", ".pdf", ".svg", ".svgz", ".jpg", ".jpeg", ".eps", ".ps", ".tif",
-                  ".tiff", ".webp")
 _SEED = 0  # fixed subsampling seed: the same picture every time
-
-
-def require_matplotlib():
-    """Import matplotlib (Agg backend when there is no display) or raise a clear ImportError."""
-    try:
-        import matplotlib
-    except ImportError:
-        raise ImportError(_INSTALL_HINT) from None
-    headless = (
-        sys.platform.startswith("linux")
-        and not os.environ.get("DISPLAY")
-        and not os.environ.get("WAYLAND_DISPLAY")
-    )
-    if headless and "matplotlib.pyplot" not in sys.modules and not os.environ.get("MPLBACKEND"):
-        matplotlib.use("Agg")
-    return matplotlib
-
-
-def _pyplot():
-    require_matplotlib()
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def check_figure_path(path: str | os.PathLike[str]) -> Path:
-    """Check (before any work is done) that a figure can be written to ``path``."""
-    path = Path(path)
-    if path.suffix.lower() not in FIGURE_FORMATS:
-        raise ValueError(
-            f"cannot write a figure to {path}: unknown image type {path.suffix or '(none)'!r}; "
-            f"use one of {', '.join(FIGURE_FORMATS)}"
-        )
-    if not path.parent.is_dir():
-        raise FileNotFoundError(
-            f"cannot write {path}: the folder {path.parent} does not exist; create it first"
-        )
-    return path
-
-
-def save_figure(fig, path: str | os.PathLike[str], *, dpi: int = 150, close: bool = False) -> Path:
-    """Write ``fig`` to ``path`` (format from the extension); ``close=True`` frees it after."""
-    path = check_figure_path(path)
-    fig.savefig(path, dpi=dpi, bbox_inches="tight")
-    if close:
-        _pyplot().close(fig)
-    return path
 
 
 # --------------------------------------------------------------------------------------------
@@ -144,7 +78,7 @@ def plot_clusters(
     Returns the Axes. The points are raw data: the figure is not a private release.
     """
     _check_fitted(model)
-    plt = _pyplot()
+    plt = pyplot()
     X = check_data(X)
     n, d = X.shape
     centres = np.asarray(model.cluster_centers_, dtype=float)
@@ -250,7 +184,7 @@ def plot_split_tree(model, ax=None, feature_names=None):
     tree = getattr(model, "split_tree_", None)
     if tree is None:
         raise ValueError(f"{type(model).__name__} has no split tree (only DPM models do)")
-    plt = _pyplot()
+    plt = pyplot()
     if ax is None:
         n_leaves = max(len(tree.leaves()), 1)
         fig, ax = plt.subplots(figsize=(max(6, 1.1 * n_leaves), 1.5 + 1.1 * max(tree.depth)))

@@ -1,0 +1,73 @@
+"""DP-DBSCAN: the released spans as cells on the grid."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..cluster._base import check_data
+from ._common import pyplot
+
+
+def plot_spans(model, X=None, ax=None, *, cmap="tab20", max_points=100_000, alpha=0.55):
+    """A fitted DPDBSCAN's spans as filled cells (one colour per cluster) over an optional
+    scatter of ``X`` (2-D models only; at most ``max_points`` points drawn, a fixed
+    subsample). Returns the axes."""
+
+    model._check_fitted()
+    if model.span_cells_.shape[1] != 2:
+        raise ValueError(
+            f"plot_spans draws 2-D models only; this one has {model.span_cells_.shape[1]} features"
+        )
+    plt = pyplot()
+    from matplotlib.colors import ListedColormap
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 7))
+    w = model.cell_width_
+    o = model.grid_origin_
+    if X is not None:
+        pts = check_data(X)
+        if pts.shape[0] > max_points:
+            pts = pts[np.linspace(0, pts.shape[0] - 1, max_points).astype(np.int64)]
+        ax.scatter(pts[:, 0], pts[:, 1], s=2, c="0.45", linewidths=0, zorder=1)
+    cells = model.span_cells_
+    if cells.shape[0]:
+        lo = cells.min(axis=0)
+        hi = cells.max(axis=0) + 1
+        size = int(np.prod(hi - lo))
+        colours = plt.get_cmap(cmap)
+        palette = ListedColormap([colours(k % colours.N) for k in range(model.n_clusters_)])
+        if size <= (1 << 24):  # an image of the cells' bounding box
+            img = np.full(tuple(hi - lo), np.nan)
+            img[cells[:, 0] - lo[0], cells[:, 1] - lo[1]] = model.span_labels_
+            extent = (o[0] + lo[0] * w, o[0] + hi[0] * w, o[1] + lo[1] * w, o[1] + hi[1] * w)
+            ax.imshow(
+                np.ma.masked_invalid(img.T),
+                origin="lower",
+                extent=extent,
+                cmap=palette,
+                vmin=-0.5,
+                vmax=model.n_clusters_ - 0.5,
+                interpolation="nearest",
+                alpha=alpha,
+                zorder=2,
+                aspect="auto",
+            )
+        else:  # too spread out for an image: one marker per cell
+            centre = o + (cells + 0.5) * w
+            ax.scatter(
+                centre[:, 0],
+                centre[:, 1],
+                c=model.span_labels_,
+                cmap=palette,
+                marker="s",
+                s=4,
+                alpha=alpha,
+                zorder=2,
+            )
+    b = model.bounds_
+    ax.set_xlim(b[0, 0], b[0, 1])
+    ax.set_ylim(b[1, 0], b[1, 1])
+    ax.set_aspect("equal")
+    ax.set_title(f"DP-DBSCAN spans: {model.n_clusters_} clusters, epsilon={model.epsilon}")
+    return ax
