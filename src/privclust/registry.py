@@ -108,6 +108,8 @@ class Entry:
     codec: codecs.Codec = codecs.CENTRES
     contents: str = "centres, noisy sizes"
     morse_base: MorseBase | None = None
+    #: command-line options (dests) of a small example fit, for the docs and contract tests
+    example: Mapping[str, Any] = field(default_factory=dict)
 
     def applicable(self) -> tuple[str, ...]:
         """The option dests that apply to this estimator."""
@@ -160,6 +162,7 @@ ENTRIES: dict[str, Entry] = {
             codec=codecs.DPM_CODEC,
             contents="centres, noisy sizes, split tree",
             morse_base=MorseBase(),
+            example={"max_depth": 4},
         ),
         Entry(
             "dbscan",
@@ -172,6 +175,7 @@ ENTRIES: dict[str, Entry] = {
             plot_subject="spans",
             codec=codecs.DBSCAN_CODEC,
             contents="grid and core cells of every span",
+            example={"radius": 0.3, "min_samples": 10},
         ),
         Entry(
             "lloyd",
@@ -179,18 +183,21 @@ ENTRIES: dict[str, Entry] = {
             "DP-Lloyd (Su et al.): k-means with noisy counts and sums per iteration",
             required=("n_clusters",),
             morse_base=MorseBase("n_clusters"),
+            example={"n_clusters": 4},
         ),
         Entry(
             "kmeans-guarantee",
             KMeansGuarantee,
             "KMeans Guarantee (Lu & Shen): k-means moved by the exponential mechanism",
             required=("n_clusters",),
+            example={"n_clusters": 4, "iterations": 3},
         ),
         Entry(
             "subclustering",
             SubClustering,
             "SubClustering (Joshi & Thakkar): KMeans Guarantee sampling in sub-clusters",
             required=("n_clusters",),
+            example={"n_clusters": 4, "iterations": 3},
         ),
         Entry(
             "mixture",
@@ -201,6 +208,7 @@ ENTRIES: dict[str, Entry] = {
             codec=codecs.MIXTURE_CODEC,
             contents="weights, means, covariances, noisy counts",
             morse_base=MorseBase("n_components"),
+            example={"n_components": 4, "iterations": 3},
         ),
         Entry(
             "morse",
@@ -213,6 +221,7 @@ ENTRIES: dict[str, Entry] = {
             plot=_morse_plot,
             codec=codecs.MORSE_CODEC,
             contents="mixture, equilibria, merge hierarchy",
+            example={"base": "mixture", "n_components": 6, "n_clusters": 2, "iterations": 3},
         ),
     )
 }
