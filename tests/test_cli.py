@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from sklearn.datasets import make_blobs
 
-from privclust import cli
+from privclust import _cli_output, cli
 from privclust.io import load_model
 
 CENTRES = [[-20, -20], [20, 20], [-20, 20], [20, -20]]
@@ -743,7 +743,7 @@ def test_dbscan_hints_name_flags_that_exist(csv_file, capsys):
 def test_a_long_stage_says_so_when_not_on_a_terminal(capsys):
     """Piped or logged, a stage that takes a second or more leaves a line (short ones stay
     quiet, so a user mistake is still one line)."""
-    log = cli._StageLog()
+    log = _cli_output._StageLog()
     now = [100.0]
     log._clock = lambda: now[0]
     log.set_description_str("fitting DPGaussianMixture")

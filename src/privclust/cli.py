@@ -20,19 +20,27 @@ warnings are one line ``privclust: warning: ...``. Anything else is a bug and ra
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
-import math
 import os
 import sys
-import textwrap
 import warnings
 from pathlib import Path
 
 import numpy as np
 
+from . import _cli_parser as parser_
 from . import _summaries, datasets, io, registry, viz
+from ._cli_output import (
+    PROG,
+    _check_output_path,
+    _note,
+    _one_line,
+    _progress,
+    _show_warning,
+    _warn_line,
+)
+from ._cli_parser import _join_bounds, _UsageError
 from ._progress import disabled as fit_progress_disabled
 from ._readers import read_table
 from .cluster import (
@@ -44,7 +52,6 @@ from .privacy import BudgetExceededError
 
 __all__ = ["main"]
 
-PROG = "privclust"
 _PACKAGE_DIR = Path(__file__).resolve().parent
 
 
@@ -65,199 +72,6 @@ _SECURE_NOTE = (
     "randomness: secure (ChaCha20 keyed from the operating system); --seed S gives reproducible "
     "runs for testing, which are not secure"
 )
-
-
-class _AmbiguousEps(argparse.Action):
-    """``--eps``: refused, since DBSCAN users mean the radius and DP users the budget.
-
-    Without it argparse would read ``--eps 0.5`` as an abbreviation of ``--epsilon``, silently
-    turning a DBSCAN radius into the privacy budget.
-    """
-
-    def __call__(self, parser, namespace, values, option_string=None):
-        raise argparse.ArgumentError(
-            self,
-            "is ambiguous: give the privacy budget as --epsilon and the DBSCAN "
-            "neighbourhood radius as --radius",
-        )
-
-
-class _UsageError(Exception):
-    """A command-line mistake found by argparse."""
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):  # one line, no usage block
-        raise _UsageError(f"{message} (see '{self.prog} --help')")
-
-
-# --------------------------------------------------------------------------------------------
-# small helpers
-# --------------------------------------------------------------------------------------------
-
-
-def _one_line(text: str) -> str:
-    return " ".join(str(text).split())
-
-
-def _warn_line(text: str) -> None:
-    from tqdm import tqdm
-
-    tqdm.write(f"{PROG}: warning: {_one_line(text)}", file=sys.stderr)
-
-
-def _note(text: str) -> None:
-    print(f"{PROG}: note: {_one_line(text)}", file=sys.stderr)
-
-
-def _show_warning(message, category, filename, lineno, file=None, line=None):
-    _warn_line(str(message))
-
-
-def _positive_float(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not (v > 0 and math.isfinite(v)):
-        raise argparse.ArgumentTypeError(f"must be a positive number (e.g. 1.0), got {text!r}")
-    return v
-
-
-def _delta(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not 0 < v < 1:
-        raise argparse.ArgumentTypeError(
-            f"must be in (0, 1), typically far below 1/n (e.g. 1e-6); got {text!r}"
-        )
-    return v
-
-
-def _nonneg_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {text!r}")
-    return v
-
-
-def _positive_int(text: str) -> int:
-    v = _nonneg_int(text)
-    if v == 0:
-        raise argparse.ArgumentTypeError("must be > 0")
-    return v
-
-
-def _header(text: str):
-    value = {"auto": "auto", "yes": True, "no": False}.get(text.lower())
-    if value is None:
-        raise argparse.ArgumentTypeError(f"expected auto, yes or no; got {text!r}")
-    return value
-
-
-def _check_output_path(path: str | Path, what: str) -> Path:
-    path = Path(path)
-    if path.is_dir():
-        raise ValueError(f"{what} {path} is a folder; give a file name")
-    if not path.parent.is_dir():
-        raise FileNotFoundError(
-            f"cannot write {what} {path}: the folder {path.parent} does not exist; create it first"
-        )
-    return path
-
-
-@contextlib.contextmanager
-def _progress(total: int):
-    """Progress on stderr: on a terminal a tqdm bar whose clock keeps moving during a long
-    stage (refreshed twice a second); otherwise one log line per stage with the time taken."""
-    try:
-        enabled = sys.stderr.isatty()
-    except (AttributeError, ValueError):
-        enabled = False
-    bar = _TickingBar(total) if enabled else _StageLog()
-    try:
-        yield bar
-    finally:
-        bar.close()
-
-
-class _TickingBar:
-    def __init__(self, total: int):
-        import threading
-
-        from tqdm import tqdm
-
-        self._bar = tqdm(total=total, file=sys.stderr, leave=False,
-                         bar_format="{desc} |{bar}| {n_fmt}/{total_fmt} [{elapsed}]")
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._tick, daemon=True)
-        self._thread.start()
-
-    def _tick(self):
-        while not self._stop.wait(0.5):
-            self._bar.refresh()
-
-    def set_description_str(self, text: str) -> None:
-        self._bar.set_description_str(text)
-
-    def update(self, n: int = 1) -> None:
-        self._bar.update(n)
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=1.0)
-        self._bar.close()
-
-
-class _StageLog:
-    """Without a terminal (piped, logged): a line per stage that takes a second or more, and
-    a line every 15 s while one runs, so a long fit is never silent (short runs stay quiet)."""
-
-    def __init__(self):
-        import threading
-        import time
-
-        self._clock = time.perf_counter
-        self._stage, self._t0 = None, self._clock()
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._heartbeat, daemon=True)
-        self._thread.start()
-
-    def _say(self, text: str) -> None:
-        print(f"{PROG}: {text}", file=sys.stderr, flush=True)
-
-    def _heartbeat(self):
-        while not self._stop.wait(15.0):
-            with self._lock:
-                if self._stage is not None:
-                    self._say(f"{self._stage} ... ({self._clock() - self._t0:.0f} s so far)")
-
-    def _end_stage(self) -> None:
-        if self._stage is not None:
-            took = self._clock() - self._t0
-            if took >= 1.0:
-                self._say(f"{self._stage}: done in {took:.1f} s")
-            self._stage = None
-
-    def set_description_str(self, text: str) -> None:
-        with self._lock:
-            self._end_stage()
-            self._stage, self._t0 = text, self._clock()
-
-    def update(self, n: int = 1) -> None:
-        with self._lock:
-            self._end_stage()
-
-    def close(self) -> None:
-        self._stop.set()
-        with self._lock:
-            self._stage = None  # an error ends the run: no "done" line after it
 
 
 def _read_data(path: str, has_header) -> tuple[np.ndarray, list[str]]:
@@ -601,221 +415,6 @@ def _cmd_datasets(args) -> int:
 # --------------------------------------------------------------------------------------------
 
 
-def _add_header_option(parser) -> None:
-    parser.add_argument(
-        "--header",
-        type=_header,
-        default="auto",
-        metavar="{auto,yes,no}",
-        help="whether a CSV file has a header row (default: auto-detect)",
-    )
-
-
-def build_parser() -> argparse.ArgumentParser:
-    from . import __version__
-
-    parser = _Parser(
-        prog=PROG,
-        description="Differentially private clustering: fit, save, apply and plot private "
-        "cluster models.",
-    )
-    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-
-    width = max(len(k) for k in ALGORITHMS)
-    algos = "\n".join(
-        textwrap.fill(
-            a.description,
-            width=100,
-            initial_indent=f"  {k:<{width}}  ",
-            subsequent_indent=" " * (width + 4),
-        )
-        for k, a in ALGORITHMS.items()
-    )
-    p = sub.add_parser(
-        "cluster",
-        help="cluster a data file privately",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        description="Cluster a data file (CSV, NPY, NPZ, Parquet) with an (epsilon, delta)-DP "
-        "algorithm\nand print the clusters and the privacy report.",
-        epilog=f"algorithms (--algorithm):\n{algos}\n\n"
-        "An option that does not apply to the chosen algorithm is an error. Examples:\n"
-        "  privclust cluster data.csv --algorithm dbscan --radius 0.5 --min-samples 10 \\\n"
-        "      --epsilon 1 --bounds -3 3\n"
-        "  privclust cluster data.csv --algorithm morse --base mixture --n-components 12 \\\n"
-        "      --n-clusters 4 --epsilon 2 --bounds -100 100 --out model.json",
-    )
-    p.add_argument("input", metavar="INPUT", help="data file: .csv/.tsv, .npy, .npz, .parquet")
-    p.add_argument(
-        "--algorithm",
-        default="dpm",
-        metavar="NAME",
-        help=f"clustering algorithm: {', '.join(ALGORITHMS)} (default: dpm; see the list below)",
-    )
-    g = p.add_argument_group("privacy budget (every algorithm)")
-    g.add_argument(
-        "--epsilon",
-        type=_positive_float,
-        required=True,
-        help="privacy budget epsilon (> 0), the total for the whole fit",
-    )
-    g.add_argument(
-        "--delta",
-        type=_delta,
-        default=None,
-        help="privacy parameter delta in (0, 1), the total for the whole fit "
-        "(dpm, mixture, morse; the others are pure epsilon-DP); default: the delta rule, "
-        "min(1e-5, 1/n_hat^1.5) from a released count",
-    )
-    g.add_argument("--eps", action=_AmbiguousEps, nargs="?", help=argparse.SUPPRESS)
-    b = g.add_mutually_exclusive_group(required=True)
-    b.add_argument(
-        "--bounds",
-        type=_bounds_pair,
-        metavar="LO HI",
-        help="public bounds of every feature (points outside are clipped): two numbers in any "
-        "float spelling (--bounds -1e3 1e3) or one pair (--bounds=-10,10)",
-    )
-    b.add_argument(
-        "--bounds-file",
-        metavar="F",
-        help='public bounds per feature: JSON {"bounds": [[lo, hi], ...]} or a CSV of '
-        "'lo,hi' rows",
-    )
-    g = p.add_argument_group("dpm (also morse --base dpm)")
-    g.add_argument(
-        "--max-depth",
-        type=int,
-        default=None,
-        help="maximum depth of the split tree (at most 2^depth clusters; default "
-        f"{ALGORITHMS['dpm'].cli_defaults['max_depth']})",
-    )
-    g = p.add_argument_group("dbscan")
-    g.add_argument(
-        "--radius",
-        type=_positive_float,
-        default=None,
-        metavar="R",
-        help="DBSCAN neighbourhood radius (called eps in DBSCAN, alpha in the paper) "
-        "in the data's units; NOT the privacy budget, which is --epsilon. Required",
-    )
-    g.add_argument(
-        "--min-samples",
-        type=_positive_int,
-        default=None,
-        metavar="M",
-        help="points within --radius that make a core point (MinPts, the point "
-        "itself included; default 5)",
-    )
-    g = p.add_argument_group("lloyd, kmeans-guarantee, subclustering, mixture, morse")
-    g.add_argument(
-        "--n-clusters",
-        type=_positive_int,
-        default=None,
-        metavar="K",
-        help="number of clusters k (required; morse: the clusters after merging)",
-    )
-    g.add_argument(
-        "--n-components",
-        type=_positive_int,
-        default=None,
-        metavar="K0",
-        help="mixture: number of Gaussian components (required); morse --base "
-        "mixture|lloyd: the base's number of components/centres, at least "
-        "--n-clusters (required)",
-    )
-    g.add_argument(
-        "--iterations",
-        type=_positive_int,
-        default=None,
-        metavar="T",
-        help="number of iterations (default: lloyd: Su et al.'s rule on a noisy "
-        "count, at most 7; kmeans-guarantee, subclustering, mixture: 10)",
-    )
-    g.add_argument(
-        "--variant",
-        choices=("private", "faithful"),
-        default=None,
-        help="kmeans-guarantee, subclustering: 'private' (default) or 'faithful' "
-        "(the papers' steps as printed: NOT private)",
-    )
-    g.add_argument(
-        "--internal-k",
-        type=_positive_int,
-        default=None,
-        metavar="J",
-        help="subclustering: sub-clusters per convergent zone (default 4)",
-    )
-    g.add_argument(
-        "--base",
-        choices=tuple(registry.morse_bases()),
-        default=None,
-        help=f"morse: the private base model whose components are merged (default "
-        f"{registry.MORSE_DEFAULT_BASE}); a centre model (dpm, lloyd) adds a private "
-        "covariance pass",
-    )
-    g = p.add_argument_group("output")
-    g.add_argument("--out", metavar="MODEL.json", help="write the fitted model as JSON")
-    g.add_argument("--plot", metavar="FIG.png", help="write a plot of the clusters")
-    g.add_argument(
-        "--seed",
-        type=_nonneg_int,
-        default=None,
-        help="seed for reproducible (NOT secure) noise; default: secure randomness",
-    )
-    _add_header_option(g)
-    p.set_defaults(func=_cmd_cluster)
-
-    p = sub.add_parser(
-        "predict",
-        help="apply a saved model to a data file",
-        description="Print (or write) the cluster label of every row of INPUT.",
-    )
-    p.add_argument("model", metavar="MODEL.json", help="model written by 'privclust cluster --out'")
-    p.add_argument("input", metavar="INPUT", help="data file with the model's features")
-    p.add_argument("--out", metavar="LABELS.csv", help="write the labels (.csv or .npy)")
-    _add_header_option(p)
-    p.set_defaults(func=_cmd_predict)
-
-    p = sub.add_parser(
-        "demo",
-        help="cluster a generated data set and plot it",
-        description="Generate a 2-D Gaussian mixture, cluster it with DPM at "
-        "epsilon=1, print the result and write demo_model.json and "
-        "demo_clusters.png.",
-    )
-    p.add_argument(
-        "--out-dir",
-        default=".",
-        metavar="DIR",
-        help="folder for demo_model.json and demo_clusters.png (default: .)",
-    )
-    p.add_argument(
-        "--seed",
-        type=_nonneg_int,
-        default=None,
-        help="seed for reproducible (NOT secure) noise and data",
-    )
-    p.add_argument(
-        "--n-samples",
-        type=_positive_int,
-        default=20000,
-        metavar="N",
-        help="number of generated points (default 20000)",
-    )
-    p.set_defaults(func=_cmd_demo)
-
-    p = sub.add_parser(
-        "datasets",
-        help="list the benchmark data sets",
-        description="List the stored benchmark sets (folder: "
-        f"${datasets.DATA_ENV_VAR} or ../shared/data) and the generated ones.",
-    )
-    p.add_argument("--data-dir", default=None, metavar="DIR", help="data folder to list")
-    p.set_defaults(func=_cmd_datasets)
-    return parser
-
-
 def _raised_in_privclust(exc: BaseException) -> bool:
     """True when the innermost frame of ``exc`` is privclust code (a deliberate, checked error)."""
     tb = exc.__traceback__
@@ -854,49 +453,12 @@ def _in_cli_words(message: str) -> str:
     return message
 
 
-def _bounds_pair(text: str) -> tuple[float, float]:
-    """``--bounds``: "lo,hi" (what :func:`_join_bounds` makes of ``--bounds LO HI``)."""
-    parts = [t for t in text.replace(",", " ").split() if t]
-    if len(parts) != 2:
-        raise argparse.ArgumentTypeError(
-            f"expected two numbers LO HI (e.g. --bounds -100 100 or --bounds=-100,100), got "
-            f"{text!r}"
-        )
-    try:
-        lo, hi = (float(t) for t in parts)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"bounds must be numbers, got {text!r}") from None
-    if not (math.isfinite(lo) and math.isfinite(hi)):
-        raise argparse.ArgumentTypeError(
-            f"bounds must be finite (got {lo:g}, {hi:g}): give the range your data can take, "
-            "e.g. --bounds -100 100"
-        )
-    return lo, hi
-
-
-def _is_number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
-
-
-def _join_bounds(argv: list[str]) -> list[str]:
-    """``--bounds LO HI`` -> ``--bounds=LO,HI``: argparse reads "-1e3" or "-inf" as an option,
-    so the two values are joined before it sees them."""
-    out, i = [], 0
-    while i < len(argv):
-        tok = argv[i]
-        if tok == "--bounds" and i + 2 < len(argv) and all(
-            _is_number(t) for t in argv[i + 1 : i + 3]
-        ):
-            out.append(f"--bounds={argv[i + 1]},{argv[i + 2]}")
-            i += 3
-            continue
-        out.append(tok)
-        i += 1
-    return out
+def build_parser():
+    """The ``privclust`` parser (every subcommand and option)."""
+    return parser_.build_parser(
+        {"cluster": _cmd_cluster, "predict": _cmd_predict, "demo": _cmd_demo,
+         "datasets": _cmd_datasets}
+    )
 
 
 def main(argv=None) -> int:
