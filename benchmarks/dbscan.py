@@ -23,8 +23,8 @@ same sets plus cabs_tiny (alpha = 0.05 km, MinPts = 1000) and a generated 11M-po
 (hotspots + roads + background in the 52.7 x 55.6 km Cabs box, alpha = 0.036 km: a 4.5M-cell
 grid, MinPts = 100); the histogram forced dense and sparse; scikit-learn DBSCAN and KMeans.
 The paper's columns are its own Table 3 (18.7 / 57.3 / 25.6 ms with the O(n) histogram on the
-Cluto sets); the issue's "1-2 s" is the authors' code measured on this machine class (NOTES 16).
-Memory: peak traced allocation of one fit (tracemalloc) over the size of the input array,
+Cluto sets); the issue's "1-2 s" is the authors' code measured on this machine class (Departures
+16). Memory: peak traced allocation of one fit (tracemalloc) over the size of the input array,
 for growing prefixes of the generated set.
 """
 

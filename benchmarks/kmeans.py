@@ -14,7 +14,7 @@ diffprivlib's DP-Lloyd run at the *same true spend* (see below). Figure: CostGap
 of 10). Epsilon: 002's text does not give Fig. 3's axis values; we use 7 log-spaced values in
 [0.1, 10] (3 with --quick). "Gain" is 002's figure: mean CostGap over epsilon of KMeans
 Guarantee divided by that of SubClustering (paper: Iris 1.1, Wine 4.13, Breast Cancer 2.83,
-Digits ~1, measured on the faithful variants, NOTES 18).
+Digits ~1, measured on the faithful variants, Departures 18).
 
 Public bounds. Digits: pixel intensities are 0..16 by construction (documented with the data
 set), a public range. Iris, Wine, Breast Cancer: no documented ranges exist, so the bounds are

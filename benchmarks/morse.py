@@ -9,7 +9,7 @@ ARI (``privclust.metrics.ari``) of every base model with ``n_clusters = K0`` com
 the same base followed by MorseMerging to ``K`` clusters, at the same total epsilon:
 
 * DPMoG-hard (DPGaussianMixture, tau1 = 10) vs DPMoG-hard-Morse (tau2 = 5, m = 20; pure
-  post-processing, same budget). eps = 0.5 is run although the paper excludes it (NOTES 22).
+  post-processing, same budget). eps = 0.5 is run although the paper excludes it (Departures 22).
 * DPLloyd with K0 centres vs DPLloyd-Morse: the Morse pipeline gives DPLloyd
   ``(1 - 0.15) eps`` and the private covariance pass ``0.15 eps`` (Sec. 5.1.2), so both columns
   spend eps. DPLloyd is pure eps-DP; the pass adds delta = 1 / n_hat^1.5 (n_hat: the sum of
@@ -29,8 +29,8 @@ Data: every feature mapped to [-1, 1] by the sidecar's **public** bounds (the pa
 3-D t-SNE on the data themselves, as in the paper (``--usps-reduction pca`` for PCA; the t-SNE
 takes ~5 min once and is cached in the temp folder): a data-dependent reduction, NOT private,
 and the bounds of the reduced features come from the data (also not private) -- the USPS rows
-only show what the Morse step adds on a 3-D embedding. NOTES 22: the paper's Pulsar (9,273 rows) and
-Shuttle (43,500) differ from uci_htru2 (17,898) and uci_shuttle (58,000).
+only show what the Morse step adds on a 3-D embedding. Departures 22: the paper's Pulsar (9,273
+rows) and Shuttle (43,500) differ from uci_htru2 (17,898) and uci_shuttle (58,000).
 
 Runs use fixed seeds (reproducible, not secure randomness) and one BLAS thread per process.
 """

@@ -135,7 +135,7 @@ EM_T, EM_Q, EM_ALPHA = 0.3, 1 / 12, 0.25
 EM_EPS = 1.0
 EM_LAMBDA = count_offset(1.0, 1e-3)  # the shifted count's offset at eps_cnt = 1, delta = 1e-3
 EM_N_HAT = float(EM_N)  # a fixed released count
-EM_SENS = (EM_T / EM_Q + EM_ALPHA) / (EM_N_HAT - EM_LAMBDA)  # NOTES item 2
+EM_SENS = (EM_T / EM_Q + EM_ALPHA) / (EM_N_HAT - EM_LAMBDA)  # Departures 2
 EM_TRIALS = 400_000
 
 
@@ -196,7 +196,7 @@ def test_split_selection_passes_audit(split_scores, via):
 
 
 def test_split_selection_without_factor_two_is_caught(split_scores):
-    """NOTES item 1: exp(eps f / Delta) (monotone=True) on DPM's non-monotone score."""
+    """Departures 1: exp(eps f / Delta) (monotone=True) on DPM's non-monotone score."""
     f0, f1 = split_scores
     exact = _max_log_ratio(
         exponential_mechanism_probabilities(f0, EM_SENS, EM_EPS, monotone=True),
@@ -346,8 +346,8 @@ def _added_records(X, rng):
 
 
 def test_split_score_sensitivity_holds_on_random_neighbours():
-    """|f(D1) - f(D0)| <= (t/q + alpha) / n_hat for every candidate, n_hat fixed (NOTES 2, 10b);
-    the bound DPM uses, divided by n_hat - lambda < n_hat, is larger still."""
+    """|f(D1) - f(D0)| <= (t/q + alpha) / n_hat for every candidate, n_hat fixed (Departures 2,
+    10b); the bound DPM uses, divided by n_hat - lambda < n_hat, is larger still."""
     rng = np.random.default_rng(71)
     worst = 0.0
     for _ in range(60):

@@ -111,7 +111,7 @@ def _check_convergent_ledger(model, rec, epsilon, X, bounds):
         elif kind == "laplace":
             spent.append(d / float(np.max(param)))  # unit sums: L1 sensitivity d
         elif kind == "gumbel":
-            # Gumbel-max scale = 2 * sensitivity / epsilon (factor 2, NOTES 1); the sensitivity
+            # Gumbel-max scale = 2 * sensitivity / epsilon (factor 2, Departures 1); the sensitivity
             # function itself is checked by brute force in test_score_sensitivity_is_exact
             spent.append(2.0 * r.sensitivity / float(np.max(param)))
         else:

@@ -67,7 +67,7 @@ def test_kappa_other_eta_matches_brute_force(eta):
 
 
 def test_printed_kappa_formula_is_not_an_upper_bound():
-    """NOTES 12: Thm 7.1's (1 + 8 sqrt(d)/eta)^d is 14.7 in 2-D, below the exact 21."""
+    """Departures 12: Thm 7.1's (1 + 8 sqrt(d)/eta)^d is 14.7 in 2-D, below the exact 21."""
     assert [round(paper_kappa(d), 1) for d in (1, 2, 3, 4)] == [3.0, 14.7, 89.0, 625.0]
     assert paper_kappa(2) < neighbourhood_size(2) and paper_kappa(3) < neighbourhood_size(3)
 

@@ -1,5 +1,5 @@
 """Targeted audit of DPM's split choice with the sensitivity taken from the released count
-(NOTES.md item 10b; DPM docstring, "Score sensitivity from the released count").
+(Departures item 10b; DPM docstring, "Score sensitivity from the released count").
 
 Two parts: (1) the sensitivity claim itself, checked exhaustively on small data for every added
 record position and every fixed released count n_hat (including n_hat far below the true count,

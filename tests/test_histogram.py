@@ -293,7 +293,7 @@ def test_gamma_laplace_matches_the_papers_worked_example():
     e = math.e
     geom_bound = 4 * e / (e - 1) * math.sqrt(21) * math.log(2 / beta0)
     assert geom_bound == pytest.approx(252, abs=0.5)
-    # the exact geometric tail (NOTES 13) is far below both
+    # the exact geometric tail (Departures 13) is far below both
     assert H.gamma_geometric(1.0, 1 / 3, 21, 1000) == 24
 
 

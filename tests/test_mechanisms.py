@@ -309,7 +309,7 @@ def test_mechanisms_select_uses_the_factor_two():
 @pytest.mark.parametrize("eps", [0.01, 0.1, 0.3, 1.0, 2.0, 5.0])
 @pytest.mark.parametrize("delta", [0.3, 1e-3, 1e-6, 1e-9])
 def test_count_offset_discrete_is_the_smallest_safe_integer(eps, delta):
-    """NOTES item 8: the bad event is noise >= lambda for integer noise."""
+    """Departures 8: the bad event is noise >= lambda for integer noise."""
     lam = count_offset(eps, delta)
     assert lam == int(lam) and lam >= 0
     assert _geometric_tail(eps, int(lam)) <= delta * (1 + 1e-9)
@@ -320,7 +320,7 @@ def test_count_offset_discrete_is_the_smallest_safe_integer(eps, delta):
 @pytest.mark.parametrize("eps", [0.01, 0.3, 1.0, 5.0])
 @pytest.mark.parametrize("delta", [0.3, 1e-3, 1e-9])
 def test_count_offset_laplace_has_the_plus_one(eps, delta):
-    """NOTES item 8: lambda = 1 - ln(2 delta) / eps; the paper's eq. 1 (without the 1) fails."""
+    """Departures 8: lambda = 1 - ln(2 delta) / eps; the paper's eq. 1 (without the 1) fails."""
     lam = count_offset(eps, delta, discrete=False)
     assert lam == pytest.approx(1 - math.log(2 * delta) / eps)
     lap = stats.laplace(scale=1 / eps)

@@ -1,7 +1,7 @@
 """DPGaussianMixture (DPMoG-hard, 000 Alg. 2) and the private covariance pass (Sec. 5.1.2).
 
 The ledger test records the noise actually drawn (``_draw_gaussian``) and checks it against the
-ledger and against NOTES.md item 21's sigma; the audit runs one iteration's release on
+ledger and against Departures item 21's sigma; the audit runs one iteration's release on
 neighbouring data sets with a Clopper-Pearson auditor (and shows that the auditor catches
 0.15 times the noise).
 """
@@ -151,7 +151,7 @@ def test_noise_drawn_matches_the_ledger_and_the_plan(monkeypatch, delta, sensiti
 
 
 def test_released_block_is_counts_sums_and_uncentred_moments(monkeypatch):
-    """What each iteration releases, recomputed here from the data (NOTES 19)."""
+    """What each iteration releases, recomputed here from the data (Departures 19)."""
     X, _ = _blobs(100)
     seen = []
     orig = Mechanisms.gaussian_zcdp

@@ -10,13 +10,13 @@ Which figure comes from where
 ======================================  ========================================================
 function                                definition
 ======================================  ========================================================
-:func:`inertia`                         DPM (004) App. C.1 Def. 10; squared by default (NOTES 9)
+:func:`inertia`                         DPM (004) App. C.1 Def. 10; squared (Departures 9)
 :func:`silhouette`                      DPM (004) App. C.1 Def. 11 (-1 for fewer than 2 clusters)
 :func:`accuracy_majority`               DPM (004) App. C.1 Def. 12 (many-to-one majority vote)
 :func:`accuracy_hungarian`              one-to-one matching accuracy (not in the papers)
 :func:`kmeans_reference`                the non-private reference runs of DPM (004) Sec. 6.2
 :func:`kmeans_distance`                 DPM (004) Sec. 6.2 Def. 9, plus the per-centre and
-                                        normalised figures of NOTES item 9
+                                        normalised figures of Departures 9
 :func:`ari`, :func:`ami`                adjusted Rand index / adjusted mutual information
 :func:`cost_gap`                        SubClustering (002) Sec. 5.2 eq. 1
 :func:`optimal_kmeans_cost`             ``Cost_Lloyd`` of SubClustering (002) eq. 1
@@ -195,7 +195,7 @@ def inertia(X, centers, squared: bool = True, chunk_size: int | None = None) -> 
     The sum over points of the (squared) distance to the nearest centre.
 
     * ``squared=True`` (the default) is scikit-learn's ``KMeans.inertia_``,
-      ``sum_x min_c ||x - c||_2^2``, the k-means objective. NOTES item 9: DPM (004) App. C.1
+      ``sum_x min_c ||x - c||_2^2``, the k-means objective. Departures 9: DPM (004) App. C.1
       **Def. 10** prints an *unsquared* norm, but its tables report scikit-learn's inertia, so
       the squared figure is the default and the one :func:`evaluate` calls ``inertia_sq``.
     * ``squared=False`` is Def. 10 exactly as printed, ``sum_i sum_{x in C_i} ||c_i - x||_2``
@@ -443,7 +443,7 @@ def kmeans_reference(
 
 @dataclass(frozen=True)
 class KMeansDistance:
-    """Result of :func:`kmeans_distance` (DPM (004) Def. 9 and NOTES item 9).
+    """Result of :func:`kmeans_distance` (DPM (004) Def. 9 and Departures 9).
 
     Attributes
     ----------
@@ -507,7 +507,7 @@ def kmeans_distance(
     ``KD = (1/l) * sum_{i=0}^{l-1} sum_{c in C_priv} min_{c' in C_i} ||c - c'||_2``
 
     with ``C_priv = centers`` and ``C_i`` the reference sets (from :func:`kmeans_reference`).
-    Three figures are returned (NOTES item 9; name the one you report):
+    Three figures are returned (Departures 9; name the one you report):
 
     * ``total``: Def. 9 as printed. A *sum* over private centres, so it grows with ``k_priv``.
     * ``per_centre``: ``total / k_priv``.
@@ -646,7 +646,7 @@ def evaluate(
     ``n_nonempty_clusters``
         number of centres nearest to at least one point.
     ``inertia_sq``
-        :func:`inertia` squared, scikit-learn's inertia (NOTES 9 reading of DPM Def. 10).
+        :func:`inertia` squared, scikit-learn's inertia (Departures 9 reading of DPM Def. 10).
     ``inertia_unsq``
         :func:`inertia` unsquared, DPM Def. 10 as printed.
     ``silhouette``
@@ -657,7 +657,7 @@ def evaluate(
         with ``reference`` (a list of centre arrays, e.g. from :func:`kmeans_reference`) only:
         DPM Def. 9 as printed and divided by ``k``.
     ``kmeans_distance_normalised``
-        with ``reference`` and ``bounds``: per-centre figure / data diameter (NOTES 9).
+        with ``reference`` and ``bounds``: per-centre figure / data diameter (Departures 9).
     ``cost_gap``
         with ``optimal_cost`` only: SubClustering (002) eq. 1.
     """

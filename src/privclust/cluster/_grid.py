@@ -60,7 +60,7 @@ def _offsets_cached(d: int, eta: float, radius: str = "eps") -> np.ndarray:
 
 
 def neighbour_offsets(d: int, eta: float = 4.0) -> np.ndarray:
-    """The exact offset set NB of a cell (NOTES item 11-12), lexicographically sorted.
+    """The exact offset set NB of a cell (Departures 11-12), lexicographically sorted.
 
     Cells have width ``w = eta * alpha / (4 sqrt(d))``. The offset ``o`` is in NB when a point of
     cell ``c + o`` can lie at distance ``< alpha`` of a point of cell ``c``: the cells' gap is
@@ -99,7 +99,7 @@ def neighbourhood_size(d: int, eta: float = 4.0) -> int:
 
 def paper_kappa(d: int, eta: float = 4.0) -> float:
     """Thm 7.1's printed ``(1 + 8 sqrt(d)/eta)^d`` (3, 14.7, 89, 625 at eta = 4): **not** an
-    upper bound on kappa (NOTES item 12); kept for comparison only."""
+    upper bound on kappa (Departures 12); kept for comparison only."""
     return (1.0 + 8.0 * math.sqrt(d) / float(eta)) ** d
 
 

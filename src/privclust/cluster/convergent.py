@@ -1,9 +1,9 @@
 """k-means with a convergence guarantee: KMeans Guarantee (Lu & Shen 2020) and SubClustering.
 
 Joshi & Thakkar, "k-Means SubClustering: A Differentially Private Algorithm with Improved
-Clustering Quality" (``shared/papers/002``), Sec. 4, Alg. 1-2, and its baseline, Lu & Shen,
+Clustering Quality", Sec. 4, Alg. 1-2, and its baseline, Lu & Shen,
 "Differentially Private k-Means Clustering with Convergence Guarantee" (IEEE TDSC 2020) as 002
-Sec. 4.1 describes it; with ``shared/papers/NOTES.md`` items 17-18.
+Sec. 4.1 describes it; with the departures page (``docs/departures.md``) items 17-18.
 
 The shared skeleton (both estimators, both variants)
 ----------------------------------------------------
@@ -14,18 +14,18 @@ With ``S_hat^(t-1)`` the centroids released at iteration ``t - 1`` (public):
 2. the *convergent zone* (002 Def. 3, Alg. 1 l. 7): the ball centred at the zone centre ``z_i``
    with radius ``r_i = ||z_i - S_hat_i^(t-1)||`` (Lemma 1's ``S^(t-1)`` is read as the centroid
    the records were assigned to, ``S_hat^(t-1)``: that is what makes the k-means cost fall,
-   NOTES 18). ``z_i = S_i^(t)`` in the faithful variant; in the private variant ``z_i`` is a
+   Departures 18). ``z_i = S_i^(t)`` in the faithful variant; in the private variant ``z_i`` is a
    *noisy* Lloyd centroid (:func:`~privclust.cluster.lloyd.noisy_centroids`);
 3. a *sampling zone* inside it (KMeans Guarantee: a ball placed by the orientation controller;
    SubClustering: a sub-cluster of the zone, Alg. 2);
 4. ``S_hat_i^(t)``: one candidate of the sampling zone picked by the exponential mechanism.
 
 After ``max_iter`` iterations the records are assigned to ``S_hat^(T)`` once more and the exact
-Lloyd centroids of that assignment are released with Laplace noise (NOTES 18: the noise goes on
+Lloyd centroids of that assignment are released with Laplace noise (Departures 18: the noise goes on
 the exact Lloyd centroid), as a noisy sum and a noisy count so that the sensitivity does not
 depend on the data (002 does not say how the Laplace scale is calibrated).
 
-The exponential mechanism's score (002 omits q, NOTES 18)
+The exponential mechanism's score (002 omits q, Departures 18)
 ---------------------------------------------------------
 ``q(x) = J(C_i, z_i) - J(C_i, x) = 2 <sum_i, x - z_i> - |C_i| (||x||^2 - ||z_i||^2)``, the drop
 in the cluster's k-means cost ``J(C, c) = sum_{y in C} ||y - c||^2`` when its centre moves from
@@ -36,7 +36,7 @@ sensitivity of row ``i`` is ``max_x max_{y in box} |(x - z_i)·(2y - x - z_i)|``
 candidates, computed exactly (:func:`cost_reduction_sensitivity`; it is linear in the zone's
 size rather than the box's squared diameter, because the candidate-independent term
 ``J(C, z)`` cancels in the mechanism's distribution). The change has both signs, so the factor 2
-of NOTES item 1 applies. Clusters are disjoint: one selection per cluster is one batch
+of Departures 1 applies. Clusters are disjoint: one selection per cluster is one batch
 (parallel composition).
 
 Privacy of the two variants
@@ -47,7 +47,7 @@ the zones, noisy sub-cluster sizes, the exponential mechanism over candidates dr
 zones' *public* geometry, the final noisy centroids) and everything else is post-processing or
 public randomness. The initial centres do not depend on the data (sphere packing, Su et al.).
 
-``variant='faithful'`` follows 002 as printed and is **NOT differentially private** (NOTES 17):
+``variant='faithful'`` follows 002 as printed and is **NOT differentially private** (Departures 17):
 the zones are built from the exact Lloyd centroids and published (Alg. 1 l. 10), SubClustering
 chooses its sub-cluster with exact sizes and samples *records* as centroids, and the initial
 centroids are records (Alg. 1 l. 1). ``privacy_report_`` lists those steps as releases with
@@ -63,7 +63,7 @@ Measured (``benchmarks/kmeans.py``, 30 runs, 7 epsilons in [0.1, 10]): 002's Cos
 not reproduce. Mean CostGap of KMeans Guarantee over that of SubClustering, faithful variants:
 Iris 0.88-1.02x, Wine 0.95-1.07x, Breast Cancer 0.80-0.95x over internal_k 2-5 (paper: 1.1,
 4.13, 2.83); private variants 0.85-1.12x. The reason is structural: the release is the exact
-Lloyd centroid of the partition the iterations end in, plus Laplace noise (NOTES 18), so two
+Lloyd centroid of the partition the iterations end in, plus Laplace noise (Departures 18), so two
 runs that end in the same partition release from the same distribution whatever their
 iterations did. Both faithful variants end at Lloyd's partition: before the Laplace step their
 last iterates are within 0.1% (Wine) and 0.06% (Breast Cancer) of Lloyd's cost after
@@ -314,7 +314,7 @@ class _ConvergentKMeans(PrivateClusterMixin):
         gen = source.generator
         if faithful:
             report.notes.append(
-                "variant='faithful': 002 as printed, NOT differentially private (NOTES 17): "
+                "variant='faithful': 002 as printed, NOT differentially private (Departures 17): "
                 "records as initial centroids, zones from exact Lloyd centroids, published"
                 + (", sub-clusters chosen by exact sizes, records as centroids"
                    if name == "SubClustering" else "")
@@ -332,7 +332,7 @@ class _ConvergentKMeans(PrivateClusterMixin):
             records = every[0]
             prev = records[gen.choice(records.shape[0], size=k, replace=False)].copy()
             mech.publish_exact("initial centroids", "Alg. 1 l. 1: k records drawn uniformly "
-                               "from X (NOTES 17)")
+                               "from X (Departures 17)")
         else:
             prev = sphere_packing_init(gen, bounds, k)
             report.notes.append("initialisation: sphere packing (Su et al.), data-independent")
@@ -346,7 +346,8 @@ class _ConvergentKMeans(PrivateClusterMixin):
                     z = np.where(counts[:, None] > 0, sums / np.maximum(counts, 1)[:, None], prev)
                     mech.publish_exact(
                         f"convergent zones (exact Lloyd centroids, radii), iteration {t}",
-                        "Alg. 1 l. 7 and l. 10: built from and published as exact data (NOTES 17)",
+                        "Alg. 1 l. 7 and l. 10: built from and published as exact data "
+                         "(Departures 17)",
                     )
                 else:
                     z, _, _ = noisy_centroids(mech, counts, sums, prev, bounds, eps_zone,
@@ -402,15 +403,16 @@ _COMMON_DOC = """
 
     Attributes
     ----------
-    cluster_centers_ : (k, d) centres (the final noisy Lloyd centroids). cluster_sizes_ : their
-    noisy sizes. labels_ : nearest centre of every training row (post-processing of the model
-    applied to X, not a release). n_iter_ : T. centers_history_ : (T + 1, k, d) the centroids
-    ``S_hat^(t)`` of every iteration (row 0: the initialisation). convergent_zones_ :
+    ``cluster_centers_`` : (k, d) centres (the final noisy Lloyd centroids). ``cluster_sizes_`` :
+    their noisy sizes. ``labels_`` : nearest centre of every training row (post-processing of the
+    model applied to X, not a release). ``n_iter_`` : T. ``centers_history_`` : (T + 1, k, d) the
+    centroids
+    ``S_hat^(t)`` of every iteration (row 0: the initialisation). ``convergent_zones_`` :
     ``(centres (T, k, d), radii (T, k))`` of the zones (noisy in the private variant; exact, and
-    marked NOT private, in the faithful one). cost_history_ : (T + 2,) exact k-means cost of X
+    marked NOT private, in the faithful one). ``cost_history_`` : (T + 2,) exact k-means cost of X
     at every row of ``centers_history_`` and at ``cluster_centers_`` (a local diagnostic
     computed without noise: NOT private, never part of the release).
-    privacy_report_ : :class:`~privclust.PrivacyReport`.
+    ``privacy_report_`` : :class:`~privclust.PrivacyReport`.
 """
 
 
@@ -581,7 +583,7 @@ class SubClustering(_ConvergentKMeans):
         mech.publish_exact(
             f"sub-clusters of the convergent zones and their choice, iteration {t}",
             "Alg. 2: Lloyd on the zone's records, sub-cluster drawn by exact size; the "
-            "exponential mechanism then samples a record (NOTES 17)",
+            "exponential mechanism then samples a record (Departures 17)",
         )
         # candidates: the records of the chosen sub-cluster, padded per zone
         member = labels == pick[zone]

@@ -1,5 +1,6 @@
 """DP-DBSCAN that publishes cluster spans (Qiu & Yi, "Approximate DBSCAN under Differential
-Privacy", ``shared/papers/003``), with the corrections of ``shared/papers/NOTES.md`` items 11-16.
+Privacy"), with the corrections listed on the documentation's departures page
+(``docs/departures.md``), items 11-16.
 
 The released model is a set of *spans*: unions of grid cells, one union per cluster, over a grid
 laid on the **public** bounds. Everything after the private histogram is post-processing.
@@ -75,7 +76,7 @@ DEFAULT_BETA = 1e-6
 #: 15-18 and every Table-2 set reaches its target but Cluto-t5 (README, DPDBSCAN figures).
 DEFAULT_BETA_CELL = 0.5
 #: Share of epsilon spent on a noisy record count when one is needed (sparse threshold and the
-#: dense/sparse choice, NOTES item 14).
+#: dense/sparse choice, Departures 14).
 DEFAULT_N_BUDGET_SHARE = NOISY_N_SHARE
 #: ``histogram="auto"`` uses the dense histogram without looking at n up to this many cells:
 #: dense is the more accurate histogram (no threshold) and costs well under a second here, so
@@ -98,16 +99,17 @@ _LUT_CELLS = 1 << 24
 
 # --------------------------------------------------------------------------- the estimator
 class DPDBSCAN(PrivateClusterMixin):
-    """DP-DBSCAN publishing cluster spans (003, Alg. 1-2; NOTES.md items 11-16).
+    """DP-DBSCAN publishing cluster spans (003, Alg. 1-2; Departures items 11-16).
 
     A grid of cell width ``w = eta * eps / (4 sqrt(d))`` (``eps`` is DBSCAN's radius, alpha in the
-    paper; NOTES 11) is laid over the **public** bounds. One private histogram of the cell counts
+    paper; Departures 11) is laid over the **public** bounds. One private histogram of the cell
+    counts
     is released (dense: noise on every cell; or the linear-time sparse histogram, Alg. 2). For
     every cell X the noisy counts of a window of cells around X are summed and X is a *core cell*
     when that sum reaches ``MinPts' - Gamma_lower``. The window (``core_radius``) is
 
     * ``"eps"`` (Sec. 5.2, Alg. 1 l. 4 as printed): the ``kappa`` cells of NB(X), the exact set
-      of cells whose alpha-neighbourhood can meet X (:func:`neighbour_offsets`, NOTES 12);
+      of cells whose alpha-neighbourhood can meet X (:func:`neighbour_offsets`, Departures 12);
     * ``"cell"`` (default): the ``3^d`` cells touching X (:func:`core_offsets`), the same
       construction at radius ``w`` instead of alpha. NB over-counts an alpha-ball about 3x (21
       cells of area alpha^2/2 against pi alpha^2), so with "eps" a core region reaches about two
@@ -127,11 +129,12 @@ class DPDBSCAN(PrivateClusterMixin):
       histogram chosen without looking at n, else ``(1 - n_budget_share) * epsilon``;
     * when the sparse histogram or the dense/sparse choice needs n: a noisy record count
       (two-sided geometric, ``n_budget_share * epsilon``). The threshold ``theta``, Gamma, tau and
-      the switch use that noisy n, never the exact n (NOTES 14; Thm 6.1 as printed uses the true
+      the switch use that noisy n, never the exact n (Departures 14; Thm 6.1 as printed uses
+      the true
       n, which makes the output's support data-dependent).
 
     Everything else (Gamma, core cells, merging, spans, ``labels_``, ``predict``) is
-    post-processing. The sparse histogram is pure DP in the Real-RAM model only (NOTES 15); the
+    post-processing. The sparse histogram is pure DP in the Real-RAM model only (Departures 15); the
     dense histogram with the default geometric noise draws exact integers. The grid comes from
     the public bounds alone: no extent or scaling is taken from the data (the authors' code
     takes both from the data without privacy).
@@ -140,7 +143,8 @@ class DPDBSCAN(PrivateClusterMixin):
     --------------------------------------------------
     With probability at least ``1 - beta`` every noisy window sum is within
     ``[-Gamma_lower, +Gamma_upper]`` of the true one (``gamma_lower_``, ``gamma_upper_``; equal for
-    the dense histogram). Gamma comes from the noise actually drawn (NOTES 13) and from the window
+    the dense histogram). Gamma comes from the noise actually drawn (Departures 13) and from the
+    window
     size ``kappa_core_`` (9 or 21 in 2-D): the paper's Laplace bound (Sec. 7.1; 38.2 at eps = 1,
     beta = 1/3, kappa = 21, |X| = 1000) for ``noise="laplace"``, the exact tail of a sum of
     ``kappa_core`` two-sided geometric noises for the default ``noise="geometric"`` (24 in the
@@ -204,21 +208,24 @@ class DPDBSCAN(PrivateClusterMixin):
 
     Attributes
     ----------
-    span_cells_ : (m, d) int64 grid coordinates of the core cells (sorted in C order).
-    span_labels_ : (m,) cluster id of every core cell. spans_ : list of (m_k, d) arrays, the
-        cells of each cluster. n_clusters_ : number of spans.
-    grid_origin_, cell_width_, grid_shape_, n_cells_ : the grid (cell ``c`` is the box
-        ``origin + c * w <= x < origin + (c + 1) * w``). kappa_ : |NB| (merge and border
-        window). kappa_core_ : cells in the core test's window. core_radius_ : its radius r
+    ``span_cells_`` : (m, d) int64 grid coordinates of the core cells (sorted in C order).
+    ``span_labels_`` : (m,) cluster id of every core cell. ``spans_`` : list of (m_k, d) arrays, the
+        cells of each cluster. ``n_clusters_`` : number of spans.
+    ``grid_origin_``, ``cell_width_``, ``grid_shape_``, ``n_cells_`` : the grid (cell ``c`` is the
+    box
+        ``origin + c * w <= x < origin + (c + 1) * w``). ``kappa_`` : ``|NB|`` (merge and border
+        window). ``kappa_core_`` : cells in the core test's window. ``core_radius_`` : its radius r
         (``w`` or ``eps``, data units).
-    labels_ : the private spans applied to the training points (:meth:`predict` of X;
+    ``labels_`` : the private spans applied to the training points (:meth:`predict` of X;
         post-processing of the private model, not a release); -1 = in no span (noise), and for
         points outside the public bounds.
-    histogram_ : "dense" or "sparse". n_hat_ : the released noisy n (None if none was needed).
-    threshold_ : the sparse threshold (None for dense). gamma_lower_, gamma_upper_, tau_,
-    rho_, beta_, min_samples_effective_ (MinPts'), core_threshold_ (MinPts' - Gamma_lower):
-    the guarantee; guarantee_ : the same as a dict with the statement in words.
-    privacy_report_ : :class:`~privclust.PrivacyReport`.
+    ``histogram_`` : "dense" or "sparse". ``n_hat_`` : the released noisy n (None if none was
+    needed).
+    ``threshold_`` : the sparse threshold (None for dense). ``gamma_lower_``, ``gamma_upper_``,
+    ``tau_``,
+    ``rho_``, ``beta_``, ``min_samples_effective_`` (MinPts'), ``core_threshold_`` (MinPts' -
+    Gamma_lower): the guarantee; ``guarantee_`` : the same as a dict with the statement in words.
+    ``privacy_report_`` : :class:`~privclust.PrivacyReport`.
     """
 
     def __init__(
@@ -359,7 +366,7 @@ class DPDBSCAN(PrivateClusterMixin):
                     [int(counts.sum())],
                     eps_n,
                     target="record count n (sparse threshold and dense/sparse choice)",
-                    note="noisy n, never the exact n (NOTES 14)",
+                    note="noisy n, never the exact n (Departures 14)",
                     item="record count n",
                 )[0]
             )
@@ -444,7 +451,9 @@ class DPDBSCAN(PrivateClusterMixin):
             "labels_ are the private spans applied to X (post-processing, not a release)",
         ]
         if mode == "sparse":
-            report.notes.append("sparse histogram: pure DP in the Real-RAM model only (NOTES 15)")
+            report.notes.append(
+                "sparse histogram: pure DP in the Real-RAM model only (Departures 15)"
+            )
 
         self.grid_origin_ = grid.origin
         self.cell_width_ = grid.width

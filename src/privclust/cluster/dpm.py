@@ -1,7 +1,8 @@
 """DPM: differentially private clustering through separation (DP-Mondrian).
 
 Liebenow, Schuett, Braun, Gehrke, Thaeter, Mohammadi, "DPM: Clustering Sensitive Data through
-Separation" (``shared/papers/004``), with the corrections of ``shared/papers/NOTES.md`` items 1-10.
+Separation", with the corrections listed on the documentation's departures page
+(``docs/departures.md``), items 1-10.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from ._tree import SplitTree
 __all__ = ["DPM", "gap_percentile_constant"]
 
 PAPER_BUDGET_SPLIT = (0.04, 0.18, 0.18, 0.6)  # Sec. 6.1
-# Default: more for split selection, less for averaging (NOTES 10a; measured in the README's
+# Default: more for split selection, less for averaging (Departures 10a; measured in the README's
 # DPM section and benchmarks/dpm.py: 20/20 Synth-10d runs exact vs 14/20 with the paper's).
 DEFAULT_BUDGET_SPLIT = (0.04, 0.18, 0.36, 0.42)
 _GAP_PERCENTILE = 0.65  # Alg. 2 uses the 65th percentile of neighbour gaps
@@ -77,7 +78,8 @@ def _candidate_steps(width: float) -> np.ndarray:
 
 
 def _level_shares(total: float, n_levels: int) -> np.ndarray:
-    """Sec. 3.3 / Alg. 1 l. 3-4: eps_i = total * sqrt(2)^i / sum_j sqrt(2)^j (a total, NOTES 7)."""
+    """Sec. 3.3 / Alg. 1 l. 3-4: eps_i = total * sqrt(2)^i / sum_j sqrt(2)^j (a total,
+    Departures 7)."""
     w = np.sqrt(2.0) ** np.arange(n_levels)
     return total * w / w.sum()
 
@@ -98,10 +100,10 @@ class DPM(PrivateClusterMixin):
 
     * ``eps_int``: the private 65th percentile of neighbour gaps (interval size, Alg. 2);
     * ``eps_cnt``: noisy counts at levels ``0..max_depth`` (two-sided geometric, sensitivity 1;
-      per-level shares of Sec. 3.3 read as a *total*, NOTES item 7); with ``count_shift=True``
-      each carries ``delta_cnt / (max_depth + 1)`` for the shifted count (NOTES item 8);
+      per-level shares of Sec. 3.3 read as a *total*, Departures 7); with ``count_shift=True``
+      each carries ``delta_cnt / (max_depth + 1)`` for the shifted count (Departures 8);
     * ``eps_exp``: one exponential-mechanism split per node at levels ``0..max_depth-1`` with the
-      factor 2 (NOTES item 1) and sensitivity ``(t/q + alpha) / (n_hat - lambda)`` (NOTES item 2),
+      factor 2 (Departures 1) and sensitivity ``(t/q + alpha) / (n_hat - lambda)`` (Departures 2),
       ``lambda = 0`` unless ``count_shift=True`` (see below);
     * ``eps_avg, delta_avg``: per leaf, the analytic Gaussian mechanism on the sum of
       ``x - box centre`` with L2 sensitivity the leaf box's half-diagonal.
@@ -115,14 +117,14 @@ class DPM(PrivateClusterMixin):
 
     Choices where the paper is ambiguous or not private as printed
     ---------------------------------------------------------------
-    * Split index (Alg. 1 l. 23-24, NOTES 6): ``d* = i* // n_splits``,
+    * Split index (Alg. 1 l. 23-24, Departures 6): ``d* = i* // n_splits``,
       ``s* = a_d* + (i* mod n_splits + 0.5) beta_d*``.
     * Candidates are restricted to those strictly inside the node's box. The box is public (it
       is made of released splits), so this costs no privacy; candidates outside it would split
       off an empty child and halt the branch.
     * Halting: a branch halts when either child's noisy count is below ``tau_e`` (l. 17), when
-      ``n_hat - lambda <= 0`` (NOTES 3), or when no candidate fits its box.
-    * Interval size (Alg. 2, NOTES 4-5): the paper averages gaps across dimensions by rank,
+      ``n_hat - lambda <= 0`` (Departures 3), or when no candidate fits its box.
+    * Interval size (Alg. 2, Departures 4-5): the paper averages gaps across dimensions by rank,
       whose sensitivity is not 2 for d > 1. privclust pools the gaps of all dimensions, each
       divided by its dimension's public range. Adding one record turns one gap into two (or adds
       one) in each dimension, so the number of pooled gaps below any value moves by 0..2 per
@@ -134,7 +136,7 @@ class DPM(PrivateClusterMixin):
       floor ``1e-12`` for tied values (zero gaps of integer-valued features: without it the
       estimate jumped between the finest and the coarsest grid on UCI Letter);
       ``sigmas`` (fractions of the range) restricts sigma to candidates as in Alg. 2 l. 9.
-    * Score sensitivity from the *released* count (NOTES 10b; ``count_shift=False``, default).
+    * Score sensitivity from the *released* count (Departures 10b; ``count_shift=False``, default).
       Proof: the scores of Defs. 5-7 use the released ``n_hat`` of the node, which is public once
       released; the EM at that node runs after it, so by adaptive composition it suffices that
       for every fixed value ``n_hat > 0`` the score moves by at most ``D`` between neighbours.
@@ -147,7 +149,7 @@ class DPM(PrivateClusterMixin):
       (the released count followed by the split choice) on neighbouring data sets. With the
       shift, about a third of the splits' budget is lost to ``lambda``: on Synth-10d at
       epsilon = 0.5, 10/10 runs were exact without it vs 1/10 with it. ``count_shift=True`` is the
-      paper's design (with NOTES 8's ``lambda``); ``delta_split`` applies only then, otherwise
+      paper's design (with Departures 8's ``lambda``); ``delta_split`` applies only then, otherwise
       all of ``delta`` goes to the leaf averages.
     * ``delta=None`` applies privclust's delta rule to the released root count (no extra
       release): ``min(1e-5, 1 / (n_hat sqrt(n_hat)))``, the papers' default capped so that small
@@ -171,22 +173,23 @@ class DPM(PrivateClusterMixin):
     budget_split : ``(eps_int, eps_cnt, eps_exp, eps_avg)`` shares of epsilon. Default
         ``(0.04, 0.18, 0.36, 0.42)``; the paper's ``(0.04, 0.18, 0.18, 0.6)`` is
         ``DPM.PAPER_BUDGET_SPLIT`` (it loses a cluster in about a third of Synth-10d runs once
-        the factor 2 and the corrected sensitivity are in, NOTES 10a).
+        the factor 2 and the corrected sensitivity are in, Departures 10a).
     delta_split : ``(delta_cnt, delta_avg)`` shares of delta (used with ``count_shift=True``).
     count_shift : use the paper's shifted count ``n_hat - lambda`` in the score sensitivity
-        (eq. 1, Lemma 3-5, with NOTES 8's corrected lambda). Default False: the released count
-        (NOTES 10b, proof above).
+        (eq. 1, Lemma 3-5, with Departures 8's corrected lambda). Default False: the released count
+        (Departures 10b, proof above).
     random_state : None (secure), int or Generator (reproducible, not secure).
     accountant : a shared :class:`~privclust.Accountant`; the fit raises
         :class:`~privclust.BudgetExceededError` before reading data if it does not fit.
 
     Attributes
     ----------
-    cluster_centers_ : (k, d) private centres. cluster_sizes_ : (k,) noisy sizes.
-    n_clusters_ : k. labels_ : nearest private centre of every training row (post-processing of
-    the private model applied to X, not a release). split_tree_ : :class:`SplitTree`.
-    interval_size_ : (d,) beta per feature. min_cluster_size_ : tau_e used.
-    delta_ : delta used. privacy_report_ : :class:`~privclust.PrivacyReport`.
+    ``cluster_centers_`` : (k, d) private centres. ``cluster_sizes_`` : (k,) noisy sizes.
+    ``n_clusters_`` : k. ``labels_`` : nearest private centre of every training row
+    (post-processing of the private model applied to X, not a release). ``split_tree_`` :
+    :class:`SplitTree`.
+    ``interval_size_`` : (d,) beta per feature. ``min_cluster_size_`` : tau_e used.
+    ``delta_`` : delta used. ``privacy_report_`` : :class:`~privclust.PrivacyReport`.
     """
 
     PAPER_BUDGET_SPLIT = PAPER_BUDGET_SPLIT
@@ -335,12 +338,12 @@ class DPM(PrivateClusterMixin):
                                 target="record count, level 0 (root)",
                                 item="record count, level 0")[0])
         plan.resolve_delta(n_hat0, "the released root count (no extra release)")
-        if self.count_shift:  # the paper's shifted count (eq. 1, NOTES 8)
+        if self.count_shift:  # the paper's shifted count (eq. 1, Departures 8)
             delta_cnt_lvl = plan.item("count shift, level 0").delta
             lambdas = np.array([count_offset(e, delta_cnt_lvl) for e in eps_cnt_lvl])
             mech.account("shifted count fails its bound, level 0", item="count shift, level 0",
                          delta=delta_cnt_lvl, note="P(noise >= lambda): shifted count overshoots")
-        else:  # sensitivity from the released count (NOTES 10b): no delta for the counts
+        else:  # sensitivity from the released count (Departures 10b): no delta for the counts
             delta_cnt_lvl = 0.0
             lambdas = np.zeros(depth + 1)
         tau_e = (
@@ -482,7 +485,7 @@ class DPM(PrivateClusterMixin):
             overwrite_input=True, floor_atom=1.0,
             sensitivity=(2.0 - _GAP_PERCENTILE) * d,
             target="65th percentile of neighbour gaps (interval size)",
-            note="gaps of all features pooled, each over its public range; Alg. 2, NOTES 5",
+            note="gaps of all features pooled, each over its public range; Alg. 2, Departures 5",
             log_scale=True, item=item,
         )
         return np.maximum(_fraction_from_percentile(p_hat, n_hat0, sigmas) * width, res / 2)
@@ -562,11 +565,12 @@ class DPM(PrivateClusterMixin):
                 scores.reshape(rows.size, -1), sens, eps_exp_lvl[level],
                 target=f"split choice, level {level}",
                 note="exponential mechanism, factor 2; sensitivity (t/q+alpha)/(n_hat-lambda)"
-                + (" with lambda = 0 (released count, NOTES 10b)" if not lambdas[level] else ""),
+                + (" with lambda = 0 (released count, Departures 10b)"
+                   if not lambdas[level] else ""),
                 item=f"split choice, level {level}",
             )
             feat = choice // n_bins
-            thr = cand[rows, feat, choice % n_bins]  # a + (i mod numSplits + 0.5) beta, NOTES 6
+            thr = cand[rows, feat, choice % n_bins]  # a + (i mod numSplits + 0.5) beta (Dep. 6)
 
             # children of the splitting nodes: 2r (x <= s*) and 2r + 1
             g = len(active)

@@ -2,7 +2,8 @@
 
 Su, Cao, Li, Bertino, Jin, "Differentially private k-means clustering" (CODASPY 2016) and the
 journal version "... and a hybrid approach to private optimization" (ACM TOPS 2017): the
-baseline of ``shared/papers/004`` and ``000``. The helpers here (:func:`su_budget_split`,
+baseline of DPM (Liebenow et al.) and of Morse merging (Byun et al.). The helpers here
+(:func:`su_budget_split`,
 :func:`su_iterations`, :func:`sphere_packing_init`, :func:`noisy_centroids`) are shared with
 :mod:`privclust.cluster.convergent`.
 """
@@ -323,13 +324,13 @@ class DPLloyd(PrivateClusterMixin):
 
     Attributes
     ----------
-    cluster_centers_ : (k, d) private centres. cluster_sizes_ : (k,) their last noisy sizes.
-    labels_ : nearest private centre of every training row (post-processing of the private model
-    applied to X, not a release). n_iter_ : T. centers_history_ : (T + 1, k, d) the released
+    ``cluster_centers_`` : (k, d) private centres. ``cluster_sizes_`` : (k,) their last noisy sizes.
+    ``labels_`` : nearest private centre of every training row (post-processing of the private model
+    applied to X, not a release). ``n_iter_`` : T. ``centers_history_`` : (T + 1, k, d) the released
     centres after each iteration (the first row is the public initialisation).
-    cost_history_ : (T + 1,) exact k-means cost of X at each row of ``centers_history_`` (a
+    ``cost_history_`` : (T + 1,) exact k-means cost of X at each row of ``centers_history_`` (a
     local diagnostic for the data holder: computed from the data without noise, NOT private,
-    never part of the release). privacy_report_ : :class:`~privclust.PrivacyReport`.
+    never part of the release). ``privacy_report_`` : :class:`~privclust.PrivacyReport`.
     """
 
     SU_RHO = SU_RHO

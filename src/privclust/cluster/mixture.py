@@ -2,14 +2,14 @@
 centre-only models.
 
 Byun, Choi, Lee, "Improving the Utility of Differentially Private Clustering through Dynamical
-Processing" (``shared/papers/000``), Alg. 2 and Sec. 5.1.2, with the corrections of
-``shared/papers/NOTES.md`` items 19-22.
+Processing", Alg. 2 and Sec. 5.1.2, with the corrections of
+the departures page (``docs/departures.md``) items 19-22.
 
 Both releases here work on the data mapped to ``[-1, 1]^D`` through the **public** bounds
 (``u = (x - mid) / half``, after clipping to the bounds), so every record contributes a count of 1,
 a sum ``u`` with ``|u_i| <= 1`` and a second moment ``u u^T`` with entries in ``[-1, 1]``. What is
 released per component is the uncentred triple (count, sum, upper triangle of ``sum u u^T``)
-(NOTES 19); means, weights and covariances are post-processing.
+(Departures 19); means, weights and covariances are post-processing.
 """
 
 from __future__ import annotations
@@ -49,13 +49,13 @@ _LOG_2PI = math.log(2.0 * math.pi)
 def paper_r(d: int) -> int:
     """``r = 1 + 3D + 2D^2``: squared L2 sensitivity of one component's (count, sum, upper
     triangle of sum x x^T) with the paper's per-coordinate sensitivities (1; 2; 1 on the diagonal
-    and 2 off it) (Prop. 5.1, NOTES 21)."""
+    and 2 off it) (Prop. 5.1, Departures 21)."""
     return 1 + 3 * d + 2 * d * d
 
 
 def add_remove_r(d: int) -> int:
     """``1 + D + D(D + 1)/2``: the squared L2 sensitivity of one release under privclust's
-    add/remove-one-record neighbours (NOTES 20), the default calibration. Always
+    add/remove-one-record neighbours (Departures 20), the default calibration. Always
     ``<= paper_r(D)`` (measured ~2x less noise sd for D = 8..10).
 
     Proof. Let ``D' = D + {x}``. Every released block (one row ``(N_k, S_k, triu M_k)`` per
@@ -88,7 +88,7 @@ def zcdp_rho(epsilon: float, delta: float) -> float:
 
 
 def zcdp_sigma(epsilon: float, delta: float, r: float, n_iter: int) -> float:
-    """Alg. 2 l. 4 (NOTES 21): ``sigma = sqrt(r tau / 2) (sqrt(log(1/delta) + eps) +
+    """Alg. 2 l. 4 (Departures 21): ``sigma = sqrt(r tau / 2) (sqrt(log(1/delta) + eps) +
     sqrt(log(1/delta))) / eps``. Equal to ``sqrt(r tau / (2 rho))`` with :func:`zcdp_rho`: tau
     releases of L2 sensitivity ``sqrt(r)`` at this sigma are ``rho``-zCDP in total, hence
     ``(eps, delta)``-DP (Remarks 3.2, 3.4, 3.5)."""
@@ -191,7 +191,9 @@ def _choose_r(sensitivity: str, d: int) -> int:
         return paper_r(d)
     if sensitivity == "add_remove":
         return add_remove_r(d)
-    raise ValueError(f"sensitivity must be 'paper' (NOTES 21) or 'add_remove', got {sensitivity!r}")
+    raise ValueError(
+        f"sensitivity must be 'paper' (Departures 21) or 'add_remove', got {sensitivity!r}"
+    )
 
 
 def _default_floor(reg_covar, sigma, n_hat, d, noise_floor=1.0):
@@ -222,7 +224,8 @@ def private_centre_covariances(
     (:func:`~privclust.privacy.zcdp_rho_for` of its epsilon and delta: the exact inverse of the
     ledger's conversion).
 
-    Post-processing: weights from the noisy counts (negative -> 0, NOTES 20); the means stay the
+    Post-processing: weights from the noisy counts (negative -> 0, Departures 20); the means stay
+    the
     public centres; the covariance is the noisy second moment about the centre,
     ``(M - S c^T - c S^T) / N + c c^T``, repaired by an eigenvalue floor. Returns
     ``(weights, means_u, covariances_u, noisy_counts, sigma)``.
@@ -274,7 +277,7 @@ class DPGaussianMixture(PrivateClusterMixin):
 
     * with ``delta=None``: ``0.02 epsilon`` on a noisy record count (two-sided geometric) from
       which privclust's delta rule sets ``delta = min(1e-5, 1 / n_hat^1.5)`` (the paper never
-      states delta, NOTES 21);
+      states delta, Departures 21);
     * the rest, ``eps_z``, by zCDP: ``n_iter`` releases of the (K, 1 + D + D(D+1)/2) block with
       L2 sensitivity ``sqrt(r)`` per row (one record changes one component's row: the
       components partition the records, parallel composition), each ``rho / n_iter``-zCDP with
@@ -292,17 +295,17 @@ class DPGaussianMixture(PrivateClusterMixin):
 
     Choices where the paper is silent or not private as printed
     -----------------------------------------------------------
-    * Uncentred second moments are released (NOTES 19): the paper's ``sum (x - mu)(x - mu)^T``
+    * Uncentred second moments are released (Departures 19): the paper's ``sum (x - mu)(x - mu)^T``
       around a noisy mean has no bounded sensitivity as printed.
     * Weights are ``max(N_k, 0) / sum_j max(N_j, 0)`` from the noisy counts, never the true N
-      (NOTES 20).
+      (Departures 20).
     * Covariance repair (post-processing): eigenvalues clipped to
       ``[reg_covar + noise_floor sigma sqrt(D) / N_k, D]`` in unit-box units (``sigma sqrt(D) /
       N_k`` is the scale of the noise's eigenvalues in the covariance; D is the largest variance
       possible in ``[-1, 1]^D``). ``noise_floor = 1`` was chosen from a small sweep
       (0.25-2) on uci_htru2 / uci_magic: smaller floors leave spiky, noise-shaped components,
       larger ones blur every component into one mode.
-    * Initialisation is data-independent (NOTES 23): ``init`` as in DPLloyd (sphere packing by
+    * Initialisation is data-independent (Departures 23): ``init`` as in DPLloyd (sphere packing by
       default) in ``[-1, 1]^D``, isotropic covariances ``init_scale^2 I``, equal weights.
     * Empty components: a component whose noisy count is below ``min_count`` (default
       ``2 sigma``, where its mean and covariance are mostly noise) is re-seeded before the next
@@ -323,17 +326,18 @@ class DPGaussianMixture(PrivateClusterMixin):
     reg_covar : absolute eigenvalue floor (unit-box units, i.e. fractions of the half-range
         squared). noise_floor : multiple of ``sigma sqrt(D) / N_k`` added to the floor.
     min_count : noisy count below which a component counts as empty (None: 2 sigma).
-    sensitivity : 'add_remove' (default, see :func:`add_remove_r`) or 'paper' (NOTES 21).
+    sensitivity : 'add_remove' (default, see :func:`add_remove_r`) or 'paper' (Departures 21).
     random_state, accountant : as everywhere in privclust.
 
     Attributes
     ----------
-    weights_ (K,), means_ (K, D), covariances_ (K, D, D): the mixture in original units.
-    cluster_centers_ : ``means_``. noisy_counts_ : (K,) the last noisy counts.
-    active_components_ : (K,) bool, noisy count >= min_count in the last iteration.
-    sigma_ : the noise standard deviation. delta_ : the delta used. bounds_ : the public bounds.
-    labels_ : most likely component of every training row (post-processing).
-    privacy_report_ : the ledger.
+    ``weights_`` (K,), ``means_`` (K, D), ``covariances_`` (K, D, D): the mixture in original units.
+    ``cluster_centers_`` : ``means_``. ``noisy_counts_`` : (K,) the last noisy counts.
+    ``active_components_`` : (K,) bool, noisy count >= min_count in the last iteration.
+    ``sigma_`` : the noise standard deviation. ``delta_`` : the delta used. ``bounds_`` : the
+    public bounds.
+    ``labels_`` : most likely component of every training row (post-processing).
+    ``privacy_report_`` : the ledger.
     """
 
     def __init__(
@@ -471,7 +475,7 @@ class DPGaussianMixture(PrivateClusterMixin):
                     rho_iter,
                     target=f"counts, sums and sum u u^T per component, iteration {t + 1}",
                     note="hard EM, disjoint components (parallel composition); uncentred "
-                    "moments (NOTES 19)",
+                    "moments (Departures 19)",
                     item="component statistics, all iterations",
                 )
                 n_hat_k, s_hat, m_hat = _unblock(noisy, d)

@@ -133,5 +133,5 @@ class Engine(ABC):
         arrays (n_i, d).
 
         NOT an aggregate. It exists only for *faithful* reproductions of papers that publish
-        records (SubClustering, 002 Alg. 1-2, NOTES item 17); a private algorithm never calls it.
+        records (SubClustering, 002 Alg. 1-2, Departures 17); a private algorithm never calls it.
         """

@@ -9,8 +9,8 @@ Two ways to release a histogram over a universe of ``n_cells`` cells:
   noise on **every** cell of the grid, empty or not. Releasing only the non-empty cells would
   leak which cells hold data: a cell that is absent from the output is known to be empty.
   Time and memory are O(n_cells).
-* :func:`sparse_histogram`: the linear-time pure-DP histogram of Qiu & Yi (``shared/papers/003``,
-  Alg. 2, after Cormode et al. 2012). Noise on the non-empty cells, keep those at or above a
+* :func:`sparse_histogram`: the linear-time pure-DP histogram of Qiu & Yi
+  (Alg. 2, after Cormode et al. 2012). Noise on the non-empty cells, keep those at or above a
   threshold ``theta``; for the ``M`` empty cells draw ``m ~ Binomial(M, p)`` with
   ``p = P(noise >= theta)``, pick ``m`` empty cells uniformly **without replacement** and give each
   a value from the noise's tail above ``theta``. The output has exactly the distribution of the
@@ -20,7 +20,7 @@ Two ways to release a histogram over a universe of ``n_cells`` cells:
   grid is not much larger than the data, the empty cells are enumerated instead (then O(n_cells)
   is O(n)).
 
-  **Pure DP in the Real-RAM model only** (paper, end of Sec. 6; ``NOTES.md`` item 15). The
+  **Pure DP in the Real-RAM model only** (paper, end of Sec. 6; ``Departures`` item 15). The
   equivalence proof assumes exact real arithmetic: the binomial draw with a tiny ``p`` over
   ``M ~ 10^12`` cells and the floating-point tail values are not exact on a finite computer,
   and no linear-time pure-DP histogram is known in the Word-RAM model. The dense histogram with
@@ -50,7 +50,7 @@ simultaneously for all ``n_cells`` cells (a union bound), with total failure pro
 * Laplace: Thm 2.9 / Sec. 7.1, ``Gamma_Lap = 2 sqrt(2)/eps max(sqrt(kappa ln(2|X|/beta)),
   ln(2|X|/beta))`` (38.2 at eps = 1, beta = 1/3, kappa = 21, |X| = 1000);
 * geometric: the **exact** tail of the sum of ``kappa`` two-sided geometric variables (a difference
-  of two negative binomials), not Lemma 2.10's looser bound nor the Laplace one (NOTES item 13);
+  of two negative binomials), not Lemma 2.10's looser bound nor the Laplace one (Departures 13);
 * sparse: the sum is off by at most ``kappa * theta'`` below (a truncated cell had a noisy value
   below ``theta``) plus the lower tail above; above, the error of every cell is at most the
   positive part of its noise, so the upper bound is the exact tail of the sum of ``kappa``
@@ -205,7 +205,7 @@ def dense_laplace_histogram(rng, counts, epsilon: float) -> np.ndarray:
 # --------------------------------------------------------------------------- sparse histogram
 def sparse_threshold(n_cells: int, n_hat: float, epsilon: float, noise: str = "geometric"):
     """The threshold of Thm 6.1, ``theta = ln(n_cells / n_hat) / epsilon``, from a **noisy or
-    public** record count ``n_hat`` (never the exact n: NOTES.md item 14).
+    public** record count ``n_hat`` (never the exact n: Departures item 14).
 
     ``n_hat`` is floored at 1 and theta at ``ln(2) / epsilon`` (Thm 6.1 needs theta > 0; the
     sparse histogram is meant for ``n <= n_cells / 2``, where the floor is inactive). With
@@ -301,7 +301,7 @@ def sparse_histogram(rng, keys, counts, n_cells: int, epsilon: float, threshold,
     counts : (m,) their counts (non-negative integers).
     n_cells : size of the universe (the whole grid), < 2^62.
     threshold : ``theta > 0`` (Laplace) or an integer ``k >= 1`` (geometric); see
-        :func:`sparse_threshold` (its n must be noisy or public, NOTES item 14).
+        :func:`sparse_threshold` (its n must be noisy or public, Departures 14).
     empty_sampling : "auto", "rejection" or "enumerate" (see :func:`_sample_empty_cells`).
 
     Returns ``(cells, values)`` sorted by cell index: the released cells and their noisy values.
@@ -390,11 +390,11 @@ def release_sparse_histogram(mech, keys, counts, n_cells: int, epsilon: float, t
                              empty_sampling: str = "auto", item: str | None = None):
     """:func:`sparse_histogram` drawn from a :class:`~privclust.privacy.Mechanisms`' generator and
     recorded in its ledger. The entry says that the guarantee holds in the Real-RAM model only
-    (NOTES item 15)."""
+    (Departures 15)."""
     out = sparse_histogram(mech.rng, keys, counts, n_cells, epsilon, threshold, noise,
                            empty_sampling=empty_sampling)
     label = "geometric" if noise == "geometric" else "laplace"
-    extra = (f"threshold {threshold:.6g}; pure DP in the Real-RAM model only (NOTES 15); "
+    extra = (f"threshold {threshold:.6g}; pure DP in the Real-RAM model only (Departures 15); "
              f"{out[0].size} of {n_cells} cells released")
     mech.record(_histogram_release(
         f"{label}, sparse hist", target, epsilon, n_cells, noise,
@@ -460,7 +460,7 @@ def _smallest_int(pred, hi: int) -> int:
 
 @lru_cache(maxsize=512)
 def gamma_geometric(epsilon: float, beta: float, kappa: int, n_cells: int) -> int:
-    """Exact counterpart of :func:`gamma_laplace` for two-sided geometric noise (NOTES item 13).
+    """Exact counterpart of :func:`gamma_laplace` for two-sided geometric noise (Departures 13).
 
     The smallest integer ``Gamma`` with ``n_cells * P(|S| > Gamma) <= beta``, ``S`` the sum of
     ``kappa`` two-sided geometric(eps) noises, from its exact tail (:func:`geometric_sum_sf`,

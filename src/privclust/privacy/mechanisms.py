@@ -134,7 +134,7 @@ def zcdp_gaussian_sigma(rho: float, sensitivity: float = 1.0) -> float:
 
 
 def count_offset(epsilon: float, delta: float, discrete: bool = True) -> float:
-    """Offset lambda of DPM's shifted noisy count (004 eq. 1, corrected per NOTES.md item 8).
+    """Offset lambda of DPM's shifted noisy count (004 eq. 1, corrected per Departures item 8).
 
     The split score's sensitivity bound ``(t/q + alpha) / (n_hat - lambda)`` needs
     ``n_hat - lambda <= |S|`` on the *smaller* of two neighbouring data sets. Run on the larger one
@@ -181,7 +181,7 @@ def exponential_mechanism(
     ``sensitivity`` is a scalar or ``(r,)``. Implemented as Gumbel-max (argmax of
     ``f + (2 D / eps) * Gumbel``), exact in distribution, stable for any number of candidates and
     vectorised over rows. Candidates with score ``-inf`` are never chosen. The factor 2 is the
-    general exponential mechanism (NOTES.md item 1); ``monotone=True`` drops it and is only
+    general exponential mechanism (Departures item 1); ``monotone=True`` drops it and is only
     correct for scores that move in one direction for every candidate when a record is added.
     """
     eps = _check_eps(epsilon)
@@ -410,7 +410,7 @@ class Mechanisms:
         """Integer counts + two-sided geometric noise (sensitivity 1 under add/remove).
 
         ``delta`` is recorded with the release when a later step relies on the count not
-        overshooting (DPM's shifted count, NOTES.md item 8); the noise itself is pure epsilon-DP.
+        overshooting (DPM's shifted count, Departures item 8); the noise itself is pure epsilon-DP.
         ``same_records=True``: the counts are of the same records (e.g. one per feature), so
         each gets ``epsilon / rows`` and the batch costs ``epsilon`` (sequential composition).
         """
@@ -437,7 +437,7 @@ class Mechanisms:
     # selection -------------------------------------------------------------------------
     def select(self, scores, sensitivity, epsilon: float, *, target: str, note: str = "",
                item: str | None = None, same_records: bool = False):
-        """Exponential mechanism (factor 2, NOTES.md item 1) over the last axis of ``scores``.
+        """Exponential mechanism (factor 2, Departures item 1) over the last axis of ``scores``.
 
         Rows of a 2-D ``scores`` are selections on disjoint subsets (parallel composition: the
         batch costs ``epsilon``). ``same_records=True``: the rows are selections on the *same*

@@ -74,7 +74,7 @@ def find_sevs(field: MixtureField, starts, tol=1e-6):
 
 def _relax_on_hyperplanes(field: MixtureField, X, tau, t_span):
     """Alg. 3 l. 7 and 12, "integrate (7) from m^t": the flow restricted to the hyperplane
-    through m^t normal to the string (NOTES 23). The plain flow would slide down the string to
+    through m^t normal to the string (Departures 23). The plain flow would slide down the string to
     a centre, since near a TEV the string runs along the unstable direction; on the hyperplane
     the point descends to the string's crossing of the valley floor, which is what the next
     quadratic string is bent through."""

@@ -103,7 +103,7 @@ class MorseMerging(ClusterMixin, BaseEstimator):
     a centre model needs X and ``epsilon`` (the covariance pass's budget, spent on top of what
     the base spent).
 
-    Choices where the paper is silent (NOTES 23)
+    Choices where the paper is silent (Departures 23)
     --------------------------------------------
     * Coordinates: the field is built in the unit box ``[-1, 1]^D`` of the base's public bounds
       (the paper's data are rescaled to it), so ``perturbation`` (0.05, Sec. 6.2) and the
@@ -179,7 +179,7 @@ class MorseMerging(ClusterMixin, BaseEstimator):
         original units, then its component's cluster) or 'likelihood' (the most likely
         component, then its cluster).
     covariance_sensitivity : 'add_remove' (default; proof in
-        :func:`~privclust.cluster.mixture.add_remove_r`) or 'paper' (NOTES 21) for the pass.
+        :func:`~privclust.cluster.mixture.add_remove_r`) or 'paper' (Departures 21) for the pass.
     reg_covar : eigenvalue floor of the covariance pass (unit-box units).
     min_weight : components below this share of the weight are left out of the density
         (default 0: only the noise-level rule above).
@@ -193,18 +193,20 @@ class MorseMerging(ClusterMixin, BaseEstimator):
 
     Attributes
     ----------
-    base_estimator_ : the fitted base. weights_, means_, covariances_ : the mixture (original
-    units). component_labels_ : (K0,) cluster of each base component. n_clusters_ : clusters
-    made. sevs_, tevs_ : equilibria (original units). sev_labels_ : cluster of each SEV.
-    tev_values_ : f at the TEVs (unit-box density). tev_edges_ : (t, 2) SEV indices.
-    sev_of_component_ : (K0,) SEV of each live component (-1: zero weight).
-    leaves_ : base component index of every linkage leaf.
-    linkage_ : SciPy linkage matrix over the leaves. dendrogram_ : ``scipy.cluster.hierarchy.
-    dendrogram(linkage_, no_plot=True)``. n_fallback_merges_ : merges not backed by a TEV.
-    morse_time_ : seconds of the Morse step. base_assignment_ : 'likelihood' or 'nearest', the
-    base's own rule (``predict_method='base'``). pooled_from_ : (centre models) pooled component
-    of every base centre. labels_ : ``predict(X)`` when fit got X
-    (post-processing). privacy_report_ : the base's releases plus the covariance pass.
+    ``base_estimator_`` : the fitted base. ``weights_``, ``means_``, ``covariances_`` : the mixture
+    (original units). ``component_labels_`` : (K0,) cluster of each base component. ``n_clusters_``
+    : clusters made. ``sevs_``, ``tevs_`` : equilibria (original units). ``sev_labels_`` : cluster
+    of each SEV.
+    ``tev_values_`` : f at the TEVs (unit-box density). ``tev_edges_`` : (t, 2) SEV indices.
+    ``sev_of_component_`` : (K0,) SEV of each live component (-1: zero weight).
+    ``leaves_`` : base component index of every linkage leaf.
+    ``linkage_`` : SciPy linkage matrix over the leaves. ``dendrogram_`` :
+    ``scipy.cluster.hierarchy. dendrogram(linkage_, no_plot=True)``. ``n_fallback_merges_`` :
+    merges not backed by a TEV.
+    ``morse_time_`` : seconds of the Morse step. ``base_assignment_`` : 'likelihood' or 'nearest',
+    the base's own rule (``predict_method='base'``). ``pooled_from_`` : (centre models) pooled
+    component of every base centre. ``labels_`` : ``predict(X)`` when fit got X
+    (post-processing). ``privacy_report_`` : the base's releases plus the covariance pass.
     """
 
     def __init__(

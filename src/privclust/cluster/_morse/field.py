@@ -16,7 +16,7 @@ class MixtureField:
     """``f(x) = -ln p(x)`` of a Gaussian mixture with its gradient, Hessian and gradient flow.
 
     ``metric`` chooses the Riemannian metric ``R(x)`` of the gradient system (7),
-    ``dx/dt = -R(x)^{-1} grad f(x)`` (NOTES 23: the paper leaves R open):
+    ``dx/dt = -R(x)^{-1} grad f(x)`` (Departures 23: the paper leaves R open):
 
     * ``"mixture"`` (default): ``R(x) = sum_k omega_k(x) Sigma_k^{-1}``, the posterior-weighted
       precision. Positive definite with condition number at most the largest ratio of the

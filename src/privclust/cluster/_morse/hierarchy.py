@@ -33,7 +33,7 @@ def merge_clusters(
     which a barrier along a straight segment, the order without weights, does to a broad
     low-weight component). Then the TEV edges in increasing ``f`` (single linkage, Alg. 4
     l. 11): a merge joins the clusters holding the two SEVs. Heights are
-    ``f(TEV) - min_j f(SEV_j)`` (NOTES 23: ``f = -ln p`` may be negative, SciPy needs
+    ``f(TEV) - min_j f(SEV_j)`` (Departures 23: ``f = -ln p`` may be negative, SciPy needs
     non-negative heights; a constant shift keeps the order). If the TEV graph is disconnected,
     the remaining clusters are joined by the largest ``f`` on the straight segment between their
     closest-in-barrier centres (an upper bound on the true merge level), heights kept monotone;
