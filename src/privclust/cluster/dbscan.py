@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -98,6 +99,56 @@ _LUT_CELLS = 1 << 24
 
 
 # --------------------------------------------------------------------------- the estimator
+@dataclass
+class _NoisyGrid:
+    """The released histogram: every cell's noisy count (dense), or the keys and noisy counts
+    of the cells at or above ``threshold`` (sparse). Post-processing empties it as it goes."""
+
+    mode: str
+    n_hat: int | None
+    threshold: float | None
+    noisy: np.ndarray | None = None
+    keys: np.ndarray | None = None
+    values: np.ndarray | None = None
+
+
+def _spans(grid: _Grid, released: _NoisyGrid, window, offsets, pad: int, core_t: float):
+    """Post-processing of the noisy histogram: window sums, core cells (sum >= ``core_t``) and
+    their merge over NB into spans. Returns ``(core cells, their flat keys, span labels, k)``."""
+    n_cells = grid.n_cells
+    if released.mode == "dense" or n_cells <= max(DENSE_FREE_CELLS,
+                                                  _SCRATCH_FACTOR * released.keys.size):
+        noisy = released.noisy
+        if noisy is None:
+            noisy = np.zeros(n_cells, dtype=released.values.dtype)
+            noisy[released.keys] = released.values
+        released.noisy = released.keys = released.values = None  # the only copy is ours now
+        kappa_core = window.shape[0]
+        if noisy.dtype == np.int64 and noisy.size and (
+            int(np.abs(noisy).max()) * kappa_core < 2**31
+        ):
+            noisy = noisy.astype(np.int32)  # exact; halves the post-processing memory
+        sums = _dense_neighbourhood_sums(noisy.reshape(tuple(grid.shape)), window, pad)
+        del noisy
+        core_keys, comp = _dense_merge(sums >= core_t, offsets, pad)
+        del sums
+        core_cells = grid.coords(core_keys)
+    else:
+        if core_t <= 0:
+            raise ValueError(
+                f"core threshold {core_t} <= 0 on a grid of {n_cells} cells: every cell "
+                "would be a core cell; raise min_samples or min_samples_shift"
+            )
+        pkeys, sums, pcoords = _sparse_neighbourhood_sums(grid, released.keys, released.values,
+                                                          window)
+        core = sums >= core_t
+        comp = _sparse_merge(pkeys[core], offsets, grid.pstrides)
+        core_cells = pcoords[core]
+        core_keys = grid.flat(core_cells)
+    labels, n_clusters = _renumber(comp)
+    return core_cells, core_keys, labels, n_clusters
+
+
 class DPDBSCAN(PrivateClusterMixin):
     """DP-DBSCAN publishing cluster spans (003, Alg. 1-2; Departures items 11-16).
 
@@ -313,168 +364,55 @@ class DPDBSCAN(PrivateClusterMixin):
         d = X.shape[1]
         bounds = check_bounds(self.bounds, d)
         offsets = neighbour_offsets(d, eta)
-        kappa = int(offsets.shape[0])
         pad = int(np.abs(offsets).max())
         # the core test's window (a subset of NB); merging and border points keep NB (Sec. 5.3)
         window = core_offsets(d, eta, self.core_radius)
-        kappa_core = int(window.shape[0])
         grid = _Grid.make(bounds, eta * alpha / (4.0 * math.sqrt(d)), pad)
-        n_cells = grid.n_cells
-        noise = self.noise
-
-        mode = self.histogram
-        if mode == "dense" and n_cells > MAX_DENSE_CELLS:
-            raise ValueError(
-                f"the grid has {n_cells} cells, too many for a dense histogram (at most "
-                f"{MAX_DENSE_CELLS}); use histogram='sparse' or 'auto'"
-            )
-        if mode == "auto":
-            if n_cells <= DENSE_FREE_CELLS:
-                mode = "dense"
-            elif n_cells > MAX_DENSE_CELLS:
-                mode = "sparse"
-        need_n = mode != "dense"
-        eps_n = share * epsilon if need_n else 0.0
+        mode = self._histogram_mode(grid.n_cells)
+        eps_n = share * epsilon if mode != "dense" else 0.0
         eps_hist = epsilon - eps_n
-        shift_min = shift if shift != "tau" else 0.0
-        if n_cells > DENSE_FREE_CELLS and mode == "sparse":
-            g_lo_min, _ = neighbourhood_noise_bounds(noise, eps_hist, beta, kappa_core, n_cells)
-            if min_pts + shift_min - g_lo_min <= 0 and shift != "tau":
-                raise ValueError(
-                    f"min_samples + min_samples_shift = {min_pts + shift_min} does not exceed "
-                    f"Gamma = {g_lo_min}: every one of the {n_cells} cells would be a core "
-                    "cell; raise min_samples or min_samples_shift"
-                )
+        self._check_sparse_floor(mode, grid.n_cells, eps_hist, beta, window.shape[0], min_pts,
+                                 shift)
 
         source = resolve_random_state(self.random_state)
-        if need_n:
+        if eps_n:
             plan.add("record count n", "two-sided geometric", "pure", eps_n)
-        plan.add("cell counts", f"{noise} histogram", "pure", eps_hist)
+        plan.add("cell counts", f"{self.noise} histogram", "pure", eps_hist)
         self._reserve_plan(plan, accountant, "DPDBSCAN")
         engine = self._make_engine(X, bounds)
         report = self._start_report(plan.reserved(), source)
         mech = Mechanisms(source, report, plan)
+        released = self._release_histogram(engine, mech, grid, mode, eps_n, eps_hist)
 
-        # the only read of the data: a group-by on integer cell keys (engine)
-        cells, counts = engine.cell_counts(grid.origin, np.full(d, grid.width))
-        keys, counts = self._cell_keys(grid, cells, counts)
-        del cells
-        n_hat = None
-        if need_n:
-            n_hat = int(
-                mech.count(
-                    [int(counts.sum())],
-                    eps_n,
-                    target="record count n (sparse threshold and dense/sparse choice)",
-                    note="noisy n, never the exact n (Departures 14)",
-                    item="record count n",
-                )[0]
-            )
-            if mode == "auto":
-                mode = "sparse" if n_hat <= n_cells / 2 else "dense"
-
-        threshold = None
-        if mode == "dense":
-            dense = np.zeros(n_cells, dtype=np.int32 if counts.sum() < 2**31 else np.int64)
-            dense[keys] = counts
-            del keys, counts
-            noisy = release_dense_histogram(
-                mech,
-                dense,
-                eps_hist,
-                noise=noise,
-                target=f"cell counts, all {n_cells} cells (dense histogram)",
-                item="cell counts",
-            )
-            del dense
-            g_lo, g_hi = neighbourhood_noise_bounds(noise, eps_hist, beta, kappa_core, n_cells)
-        else:
-            threshold = sparse_threshold(n_cells, n_hat, eps_hist, noise)
-            rkeys, rvals = release_sparse_histogram(
-                mech,
-                keys,
-                counts,
-                n_cells,
-                eps_hist,
-                threshold,
-                noise=noise,
-                target=f"cell counts >= threshold, of {n_cells} cells (sparse histogram)",
-                item="cell counts",
-            )
-            del keys, counts
-            g_lo, g_hi = neighbourhood_noise_bounds(
-                noise, eps_hist, beta, kappa_core, n_cells, threshold
-            )
+        # post-processing: the noise bounds, the core threshold, the spans
+        g_lo, g_hi = neighbourhood_noise_bounds(
+            self.noise, eps_hist, beta, window.shape[0], grid.n_cells,
+            *(() if released.mode == "dense" else (released.threshold,)),
+        )
         tau = g_lo + g_hi
-        shift_value = tau if shift == "tau" else shift
-        min_eff = min_pts + shift_value
+        min_eff = min_pts + (tau if shift == "tau" else shift)
         core_t = min_eff - g_lo
-
-        # post-processing: neighbourhood sums, core cells, merge
-        if mode == "dense" or n_cells <= max(DENSE_FREE_CELLS, _SCRATCH_FACTOR * rkeys.size):
-            if mode == "sparse":
-                noisy = np.zeros(n_cells, dtype=rvals.dtype)
-                noisy[rkeys] = rvals
-                del rkeys, rvals
-            if (
-                noisy.dtype == np.int64
-                and noisy.size
-                and (int(np.abs(noisy).max()) * kappa_core < 2**31)
-            ):
-                noisy = noisy.astype(np.int32)  # exact; halves the post-processing memory
-            sums = _dense_neighbourhood_sums(noisy.reshape(tuple(grid.shape)), window, pad)
-            del noisy
-            core_keys, comp = _dense_merge(sums >= core_t, offsets, pad)
-            del sums
-            core_cells = grid.coords(core_keys)
-        else:
-            if core_t <= 0:
-                raise ValueError(
-                    f"core threshold {core_t} <= 0 on a grid of {n_cells} cells: every cell "
-                    "would be a core cell; raise min_samples or min_samples_shift"
-                )
-            pkeys, sums, pcoords = _sparse_neighbourhood_sums(grid, rkeys, rvals, window)
-            core = sums >= core_t
-            comp = _sparse_merge(pkeys[core], offsets, grid.pstrides)
-            core_cells = pcoords[core]
-            core_keys = grid.flat(core_cells)
-        labels, n_clusters = _renumber(comp)
-
-        rho = 3.0 + eta
-        report.notes += [
-            f"grid of {n_cells} cells of width {grid.width:.6g} over the public bounds "
-            f"(shape {tuple(int(s) for s in grid.shape)}); kappa = {kappa}; core test over "
-            f"{kappa_core} cells (core_radius={self.core_radius!r}); {mode} histogram, "
-            f"{noise} noise",
-            f"Gamma = (-{g_lo:.6g}, +{g_hi:.6g}) at beta = {beta}; tau = {tau:.6g}; "
-            f"MinPts' = {min_eff:.6g}; core cells: noisy neighbourhood sum >= {core_t:.6g}",
-            "labels_ are the private spans applied to X (post-processing, not a release)",
-        ]
-        if mode == "sparse":
-            report.notes.append(
-                "sparse histogram: pure DP in the Real-RAM model only (Departures 15)"
-            )
+        core_cells, core_keys, labels, n_clusters = _spans(grid, released, window, offsets, pad,
+                                                           core_t)
+        self._describe_release(report, grid, offsets.shape[0], window.shape[0], released.mode,
+                               g_lo, g_hi, beta, tau, min_eff, core_t)
 
         self.grid_origin_ = grid.origin
         self.cell_width_ = grid.width
         self.grid_shape_ = grid.shape.copy()
-        self.n_cells_ = n_cells
-        self.kappa_ = kappa
-        self.kappa_core_ = kappa_core
+        self.n_cells_ = grid.n_cells
+        self.kappa_ = int(offsets.shape[0])
+        self.kappa_core_ = int(window.shape[0])
         self.core_radius_ = grid.width if self.core_radius == "cell" else alpha
-        self.histogram_ = mode
-        self.n_hat_ = n_hat
-        self.threshold_ = threshold
-        self.gamma_lower_ = g_lo
-        self.gamma_upper_ = g_hi
-        self.tau_ = tau
-        self.rho_ = rho
+        self.histogram_ = released.mode
+        self.n_hat_ = released.n_hat
+        self.threshold_ = released.threshold
+        self.gamma_lower_, self.gamma_upper_, self.tau_ = g_lo, g_hi, tau
+        self.rho_ = 3.0 + eta
         self.beta_ = beta
         self.min_samples_effective_ = min_eff
         self.core_threshold_ = core_t
-        self.span_cells_ = core_cells
-        self.span_labels_ = labels
-        self._core_keys = core_keys
+        self.span_cells_, self.span_labels_, self._core_keys = core_cells, labels, core_keys
         self.n_clusters_ = n_clusters
         self.n_features_in_ = d
         self.bounds_ = bounds
@@ -483,6 +421,84 @@ class DPDBSCAN(PrivateClusterMixin):
         self._close_plan(plan, report, accountant)
         self.labels_ = self._lookup(X)  # X is validated; the raw input, not the clipped copy
         return self
+
+    def _histogram_mode(self, n_cells: int) -> str:
+        """'dense', 'sparse', or 'auto' when the noisy record count must decide."""
+        mode = self.histogram
+        if mode == "dense" and n_cells > MAX_DENSE_CELLS:
+            raise ValueError(
+                f"the grid has {n_cells} cells, too many for a dense histogram (at most "
+                f"{MAX_DENSE_CELLS}); use histogram='sparse' or 'auto'"
+            )
+        if mode == "auto":
+            if n_cells <= DENSE_FREE_CELLS:
+                return "dense"
+            if n_cells > MAX_DENSE_CELLS:
+                return "sparse"
+        return mode
+
+    def _check_sparse_floor(self, mode, n_cells, eps_hist, beta, kappa_core, min_pts, shift):
+        """Refuse, before any release, a fixed shift that would make every cell a core cell."""
+        if n_cells <= DENSE_FREE_CELLS or mode != "sparse" or shift == "tau":
+            return
+        g_lo_min, _ = neighbourhood_noise_bounds(self.noise, eps_hist, beta, kappa_core, n_cells)
+        if min_pts + shift - g_lo_min <= 0:
+            raise ValueError(
+                f"min_samples + min_samples_shift = {min_pts + shift} does not exceed "
+                f"Gamma = {g_lo_min}: every one of the {n_cells} cells would be a core "
+                "cell; raise min_samples or min_samples_shift"
+            )
+
+    def _release_histogram(self, engine, mech, grid, mode, eps_n, eps_hist) -> _NoisyGrid:
+        """The only read of the data (a group-by on integer cell keys) and its releases: the
+        record count when the sparse threshold or the dense/sparse choice needs it, then the
+        cell counts, dense or sparse."""
+        d = grid.d
+        cells, counts = engine.cell_counts(grid.origin, np.full(d, grid.width))
+        keys, counts = self._cell_keys(grid, cells, counts)
+        del cells
+        n_cells, noise = grid.n_cells, self.noise
+        n_hat = None
+        if eps_n:
+            n_hat = int(mech.count(
+                [int(counts.sum())], eps_n,
+                target="record count n (sparse threshold and dense/sparse choice)",
+                note="noisy n, never the exact n (Departures 14)", item="record count n",
+            )[0])
+            if mode == "auto":
+                mode = "sparse" if n_hat <= n_cells / 2 else "dense"
+        if mode == "dense":
+            dense = np.zeros(n_cells, dtype=np.int32 if counts.sum() < 2**31 else np.int64)
+            dense[keys] = counts
+            del keys, counts
+            noisy = release_dense_histogram(
+                mech, dense, eps_hist, noise=noise,
+                target=f"cell counts, all {n_cells} cells (dense histogram)", item="cell counts",
+            )
+            return _NoisyGrid(mode, n_hat, None, noisy=noisy)
+        threshold = sparse_threshold(n_cells, n_hat, eps_hist, noise)
+        rkeys, rvals = release_sparse_histogram(
+            mech, keys, counts, n_cells, eps_hist, threshold, noise=noise,
+            target=f"cell counts >= threshold, of {n_cells} cells (sparse histogram)",
+            item="cell counts",
+        )
+        return _NoisyGrid(mode, n_hat, threshold, keys=rkeys, values=rvals)
+
+    def _describe_release(self, report, grid, kappa, kappa_core, mode, g_lo, g_hi, beta, tau,
+                          min_eff, core_t) -> None:
+        report.notes += [
+            f"grid of {grid.n_cells} cells of width {grid.width:.6g} over the public bounds "
+            f"(shape {tuple(int(s) for s in grid.shape)}); kappa = {kappa}; core test over "
+            f"{kappa_core} cells (core_radius={self.core_radius!r}); {mode} histogram, "
+            f"{self.noise} noise",
+            f"Gamma = (-{g_lo:.6g}, +{g_hi:.6g}) at beta = {beta}; tau = {tau:.6g}; "
+            f"MinPts' = {min_eff:.6g}; core cells: noisy neighbourhood sum >= {core_t:.6g}",
+            "labels_ are the private spans applied to X (post-processing, not a release)",
+        ]
+        if mode == "sparse":
+            report.notes.append(
+                "sparse histogram: pure DP in the Real-RAM model only (Departures 15)"
+            )
 
     @staticmethod
     def _cell_keys(grid: _Grid, cells: np.ndarray, counts: np.ndarray):
