@@ -442,65 +442,9 @@ class DPGaussianMixture(PrivateClusterMixin):
                            item="record count (delta rule)")[0]
             )
             plan.resolve_delta(n_hat, f"a noisy count ({NOISY_N_SHARE:g} of epsilon)")
-        block = plan.item("component statistics, all iterations")
-        eps_z, delta = block.epsilon, plan.require_delta()
-        report.zcdp_delta = block.delta
-
-        r = _choose_r(self.sensitivity, d)
-        # rho is the exact inverse of the ledger's conversion at the block's delta, so the
-        # ledger lands on eps_z (Alg. 2 l. 4's formula inverts a looser bound)
-        rho_total = block.rho
-        rho_iter = rho_total / T
-        sigma = zcdp_gaussian_sigma(rho_iter, math.sqrt(r))
-        min_count = 2.0 * sigma if self.min_count is None else float(self.min_count)
-        report.notes.append(
-            f"zCDP part: eps_z = {eps_z:.6g} at delta = {block.delta:.3g}, rho = "
-            f"{rho_total:.6g} over {T} iterations, sigma = {sigma:.6g} (r = {r}, "
-            f"{self.sensitivity})"
-        )
+        delta, sigma, rho_iter, r = self._calibrate(plan, report, d, T)
         report.notes.append(f"initialisation: {init_desc} (data-independent)")
-
-        cov = np.repeat((float(self.init_scale) ** 2 * np.eye(d))[None], k, axis=0)
-        logw = np.full(k, -math.log(k))
-        n_hat_k = np.zeros(k)
-        active = np.ones(k, dtype=bool)
-        n_reseeded = 0
-        with fit_progress("DPGaussianMixture", T) as step:
-            for t in range(T):
-                chol = np.linalg.cholesky(cov)
-                counts, sums, moments = engine.gaussian_assignment_stats(mu, chol, logw)
-                noisy = mech.gaussian_zcdp(
-                    _block(counts, sums, moments),
-                    math.sqrt(r),
-                    rho_iter,
-                    target=f"counts, sums and sum u u^T per component, iteration {t + 1}",
-                    note="hard EM, disjoint components (parallel composition); uncentred "
-                    "moments (Departures 19)",
-                    item="component statistics, all iterations",
-                )
-                n_hat_k, s_hat, m_hat = _unblock(noisy, d)
-                active = n_hat_k >= max(min_count, 1.0)
-                npos = np.maximum(n_hat_k, 1.0)
-                new_mu = np.clip(s_hat / npos[:, None], -1.0, 1.0)
-                new_cov = m_hat / npos[:, None, None] - new_mu[:, :, None] * new_mu[:, None, :]
-                floor = _default_floor(self.reg_covar, sigma, n_hat_k, d, float(self.noise_floor))
-                new_cov = repair_covariances(new_cov, floor, float(d))
-                mu = np.where(active[:, None], new_mu, mu)
-                cov = np.where(active[:, None, None], new_cov, cov)
-                w = np.where(active, np.maximum(n_hat_k, 0.0), 0.0)
-                if not active.any():  # nothing usable: keep the previous mixture
-                    w = np.exp(logw)
-                if t < T - 1 and (~active).any() and active.any():
-                    mu, cov, w, n_new = _reseed(mu, cov, w, active)
-                    n_reseeded += n_new
-                with np.errstate(divide="ignore"):
-                    logw = np.log(w / w.sum())
-                step()
-        if n_reseeded:
-            report.notes.append(
-                f"{n_reseeded} empty component(s) re-seeded by splitting the heaviest one "
-                "(post-processing)"
-            )
+        mu, cov, logw, n_hat_k, active = self._hard_em(engine, mech, mu, sigma, rho_iter, r, T)
         weights = np.exp(logw) if active.any() else np.full(k, 1.0 / k)
         means, covs = _to_original(mu, cov, bounds)
 
@@ -521,6 +465,80 @@ class DPGaussianMixture(PrivateClusterMixin):
         del engine
         self.labels_ = self.predict(X)
         return self
+
+    def _calibrate(self, plan, report, d: int, T: int):
+        """``(delta, sigma, rho per iteration, r)`` of the zCDP block, once delta is known."""
+        block = plan.item("component statistics, all iterations")
+        eps_z, delta = block.epsilon, plan.require_delta()
+        report.zcdp_delta = block.delta
+        r = _choose_r(self.sensitivity, d)
+        # rho is the exact inverse of the ledger's conversion at the block's delta, so the
+        # ledger lands on eps_z (Alg. 2 l. 4's formula inverts a looser bound)
+        rho_total = block.rho
+        rho_iter = rho_total / T
+        sigma = zcdp_gaussian_sigma(rho_iter, math.sqrt(r))
+        report.notes.append(
+            f"zCDP part: eps_z = {eps_z:.6g} at delta = {block.delta:.3g}, rho = "
+            f"{rho_total:.6g} over {T} iterations, sigma = {sigma:.6g} (r = {r}, "
+            f"{self.sensitivity})"
+        )
+        return delta, sigma, rho_iter, r
+
+    def _hard_em(self, engine, mech, mu, sigma, rho_iter, r, T):
+        """Alg. 2's iterations: one private release of every component's count, sum and
+        uncentred second moment per iteration, then the M-step (post-processing). Returns
+        ``(means, covariances, log weights, noisy counts, active)`` in unit-box units."""
+        k, d = mu.shape
+        min_count = 2.0 * sigma if self.min_count is None else float(self.min_count)
+        cov = np.repeat((float(self.init_scale) ** 2 * np.eye(d))[None], k, axis=0)
+        logw = np.full(k, -math.log(k))
+        n_hat_k = np.zeros(k)
+        active = np.ones(k, dtype=bool)
+        n_reseeded = 0
+        with fit_progress("DPGaussianMixture", T) as step:
+            for t in range(T):
+                counts, sums, moments = engine.gaussian_assignment_stats(
+                    mu, np.linalg.cholesky(cov), logw)
+                noisy = mech.gaussian_zcdp(
+                    _block(counts, sums, moments),
+                    math.sqrt(r),
+                    rho_iter,
+                    target=f"counts, sums and sum u u^T per component, iteration {t + 1}",
+                    note="hard EM, disjoint components (parallel composition); uncentred "
+                    "moments (Departures 19)",
+                    item="component statistics, all iterations",
+                )
+                n_hat_k, s_hat, m_hat = _unblock(noisy, d)
+                active = n_hat_k >= max(min_count, 1.0)
+                mu, cov, w = self._m_step(n_hat_k, s_hat, m_hat, active, mu, cov, logw, sigma)
+                if t < T - 1 and (~active).any() and active.any():
+                    mu, cov, w, n_new = _reseed(mu, cov, w, active)
+                    n_reseeded += n_new
+                with np.errstate(divide="ignore"):
+                    logw = np.log(w / w.sum())
+                step()
+        if n_reseeded:
+            mech.report.notes.append(
+                f"{n_reseeded} empty component(s) re-seeded by splitting the heaviest one "
+                "(post-processing)"
+            )
+        return mu, cov, logw, n_hat_k, active
+
+    def _m_step(self, n_hat_k, s_hat, m_hat, active, mu, cov, logw, sigma):
+        """Means, repaired covariances and weights from the noisy statistics; inactive
+        components keep their previous values (post-processing)."""
+        d = mu.shape[1]
+        npos = np.maximum(n_hat_k, 1.0)
+        new_mu = np.clip(s_hat / npos[:, None], -1.0, 1.0)
+        new_cov = m_hat / npos[:, None, None] - new_mu[:, :, None] * new_mu[:, None, :]
+        floor = _default_floor(self.reg_covar, sigma, n_hat_k, d, float(self.noise_floor))
+        new_cov = repair_covariances(new_cov, floor, float(d))
+        mu = np.where(active[:, None], new_mu, mu)
+        cov = np.where(active[:, None, None], new_cov, cov)
+        w = np.where(active, np.maximum(n_hat_k, 0.0), 0.0)
+        if not active.any():  # nothing usable: keep the previous mixture
+            w = np.exp(logw)
+        return mu, cov, w
 
     # ------------------------------------------------------------------ predict
     def predict_log_terms(self, X):
