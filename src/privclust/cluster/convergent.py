@@ -271,16 +271,7 @@ class _ConvergentKMeans(PrivateClusterMixin):
         plan, accountant = self._open_plan(eps, 0.0)  # checked before any data is read
         X = self._check_X(X, reset=True)
         check_n_clusters(k, X.shape[0])
-        # measured per record: ~7e-10 s x cluster x feature x iteration (nearest centres), and
-        # ~4e-9 s x cluster x sub-cluster x feature x iteration for SubClustering's sub-cells
-        # and ~2.5e-7 s per cluster x candidate x feature x iteration to score candidates
-        subs = extra.get("internal_k", 0)
-        dims = max(X.shape[1], 2)
-        check_fit_cost(X.shape[0], (7e-10 + 4e-9 * subs) * k * dims * T,
-                       f"{name}(n_clusters={k}, max_iter={T}, n_candidates={m}"
-                       + (f", internal_k={subs})" if "internal_k" in extra else ")"),
-                       "lower n_clusters, internal_k, n_candidates or max_iter",
-                       fixed_seconds=2.5e-7 * k * m * dims * T)
+        self._check_cost(X.shape, k, T, m, extra)
         bounds = check_bounds(self.bounds, X.shape[1])
         faithful = self.variant == "faithful"
         if faithful and X.shape[0] < k:  # the faithful variant is not private: n may be read
@@ -290,6 +281,52 @@ class _ConvergentKMeans(PrivateClusterMixin):
             )
         source = resolve_random_state(self.random_state)
         d = X.shape[1]
+        eps_zone, eps_parts, zone_items, lap_items = self._plan_items(
+            plan, lap_share, T, shares, d, faithful)
+        self._reserve_plan(plan, accountant, name)
+
+        engine = self._make_engine(X, bounds)
+        report = self._start_report(plan.reserved(), source)
+        mech = Mechanisms(source, report, plan)
+        ctx = {"engine": engine, "mech": mech, "gen": source.generator, "bounds": bounds,
+               "m": m, "faithful": faithful, "eps": eps_parts, **extra}
+        prev = self._initial_centroids(ctx, k, d)
+
+        history, zone_c, zone_r, costs = [prev], [], [], []
+        with fit_progress(name, T) as step:
+            for t in range(1, T + 1):
+                prev, z, r, cost = self._iteration(ctx, prev, t, eps_zone, zone_items)
+                history.append(prev)
+                zone_c.append(z)
+                zone_r.append(r)
+                costs.append(cost)
+                step()
+
+        counts, sums, sq = engine.nearest_centre_moments(prev)
+        costs.append(kmeans_cost(prev, counts, sums, sq))
+        centres, n_hat, _ = noisy_centroids(mech, counts, sums, prev, bounds,
+                                            lap_share * plan.epsilon,
+                                            label="converged Lloyd centroids (Laplace step)",
+                                            items=lap_items)
+        self.convergent_zones_ = (np.stack(zone_c), np.stack(zone_r))
+        return finish_centre_fit(self, X, bounds, centres, n_hat, history, costs, report,
+                                 plan, accountant)
+
+    def _check_cost(self, shape, k, T, m, extra) -> None:
+        # measured per record: ~7e-10 s x cluster x feature x iteration (nearest centres), and
+        # ~4e-9 s x cluster x sub-cluster x feature x iteration for SubClustering's sub-cells
+        # and ~2.5e-7 s per cluster x candidate x feature x iteration to score candidates
+        subs = extra.get("internal_k", 0)
+        dims = max(shape[1], 2)
+        check_fit_cost(shape[0], (7e-10 + 4e-9 * subs) * k * dims * T,
+                       f"{type(self).__name__}(n_clusters={k}, max_iter={T}, n_candidates={m}"
+                       + (f", internal_k={subs})" if "internal_k" in extra else ")"),
+                       "lower n_clusters, internal_k, n_candidates or max_iter",
+                       fixed_seconds=2.5e-7 * k * m * dims * T)
+
+    def _plan_items(self, plan, lap_share, T, shares, d, faithful):
+        """The plan's line items: per iteration the zone centres (private variant), the
+        sub-cluster sizes (SubClustering) and the centroid choice; the final Laplace step."""
         eps = plan.epsilon
         eps_lap = lap_share * eps
         eps_it = (eps - eps_lap) / T
@@ -306,81 +343,68 @@ class _ConvergentKMeans(PrivateClusterMixin):
             plan.add("sub-cluster sizes", "two-sided geometric", "pure", eps_parts["sub"] * T)
         plan.add("centroid choice", "exponential", "pure", eps_parts["em"] * T)
         lap_items = plan_centroid_items(plan, "final Laplace step", eps_lap, d)
-        self._reserve_plan(plan, accountant, name)
+        return eps_zone, eps_parts, zone_items, lap_items
 
-        engine = self._make_engine(X, bounds)
-        report = self._start_report(plan.reserved(), source)
-        mech = Mechanisms(source, report, plan)
-        gen = source.generator
-        if faithful:
-            report.notes.append(
-                "variant='faithful': 002 as printed, NOT differentially private (Departures 17): "
-                "records as initial centroids, zones from exact Lloyd centroids, published"
-                + (", sub-clusters chosen by exact sizes, records as centroids"
-                   if name == "SubClustering" else "")
-            )
-        else:
+    def _initial_centroids(self, ctx, k, d):
+        """Alg. 1 l. 1: records drawn from X (faithful, NOT private) or the public sphere
+        packing (private); notes the variant in the report."""
+        mech, gen = ctx["mech"], ctx["gen"]
+        report = mech.report
+        if not ctx["faithful"]:
             report.notes.append(
                 "variant='private': Lemma 1's invariant holds w.r.t. the released noisy Lloyd "
                 "centroids (convergent_zones_), not w.r.t. the exact ones"
             )
-        ctx = {"engine": engine, "mech": mech, "gen": gen, "bounds": bounds, "m": m,
-               "faithful": faithful, "eps": eps_parts, **extra}
-
-        if faithful:
-            every = engine.zone_records(np.zeros((1, d)), np.zeros((1, d)), np.array([np.inf]))
-            records = every[0]
-            prev = records[gen.choice(records.shape[0], size=k, replace=False)].copy()
-            mech.publish_exact("initial centroids", "Alg. 1 l. 1: k records drawn uniformly "
-                               "from X (Departures 17)")
-        else:
-            prev = sphere_packing_init(gen, bounds, k)
             report.notes.append("initialisation: sphere packing (Su et al.), data-independent")
+            return sphere_packing_init(gen, ctx["bounds"], k)
+        report.notes.append(
+            "variant='faithful': 002 as printed, NOT differentially private (Departures 17): "
+            "records as initial centroids, zones from exact Lloyd centroids, published"
+            + (", sub-clusters chosen by exact sizes, records as centroids"
+               if type(self).__name__ == "SubClustering" else "")
+        )
+        every = ctx["engine"].zone_records(np.zeros((1, d)), np.zeros((1, d)),
+                                           np.array([np.inf]))
+        records = every[0]
+        prev = records[gen.choice(records.shape[0], size=k, replace=False)].copy()
+        mech.publish_exact("initial centroids", "Alg. 1 l. 1: k records drawn uniformly "
+                           "from X (Departures 17)")
+        return prev
 
-        history, zone_c, zone_r, costs = [prev], [], [], []
-        with fit_progress(name, T) as step:
-            for t in range(1, T + 1):
-                counts, sums, sq = engine.nearest_centre_moments(prev)
-                costs.append(kmeans_cost(prev, counts, sums, sq))
-                if faithful:
-                    z = np.where(counts[:, None] > 0, sums / np.maximum(counts, 1)[:, None], prev)
-                    mech.publish_exact(
-                        f"convergent zones (exact Lloyd centroids, radii), iteration {t}",
-                        "Alg. 1 l. 7 and l. 10: built from and published as exact data "
-                         "(Departures 17)",
-                    )
-                else:
-                    z, _, _ = noisy_centroids(mech, counts, sums, prev, bounds, eps_zone,
-                                              label=f"convergent-zone centres, iteration {t}",
-                                              items=zone_items)
-                r = np.linalg.norm(z - prev, axis=1)
-                cand, valid = self._candidates(ctx, prev, z, r, t)
-                cand = np.clip(cand, bounds[:, 0], bounds[:, 1])  # keeps ||x - z|| (z in the box)
-                cand, valid = _strictly_inside(cand, valid, z, r, prev)
-                scores = cost_reduction_scores(counts, sums, z, cand)
-                scores[~valid] = -np.inf
-                sens = cost_reduction_sensitivity(z, cand, valid, bounds)
-                choice = mech.select(
-                    scores, sens, eps_parts["em"], target=f"centroid choice, iteration {t}",
-                    note="exponential mechanism, factor 2; q = J(C, z) - J(C, x); sensitivity "
-                    "max |(x - z).(2y - x - z)| over candidates x and y in the bounds"
-                    + (" (as printed: the zone itself is exact)" if faithful else ""),
-                    item="centroid choice",
-                )
-                prev = cand[np.arange(k), choice]
-                history.append(prev)
-                zone_c.append(z)
-                zone_r.append(r)
-                step()
-
+    def _iteration(self, ctx, prev, t, eps_zone, zone_items):
+        """One iteration: the convergent zone around each centre (noisy or exact Lloyd
+        centroid), candidates in it, and the exponential mechanism's choice among them.
+        Returns ``(new centres, zone centres, zone radii, exact cost at prev)``."""
+        engine, mech, bounds, faithful = ctx["engine"], ctx["mech"], ctx["bounds"], ctx["faithful"]
+        k = prev.shape[0]
         counts, sums, sq = engine.nearest_centre_moments(prev)
-        costs.append(kmeans_cost(prev, counts, sums, sq))
-        centres, n_hat, _ = noisy_centroids(mech, counts, sums, prev, bounds, eps_lap,
-                                            label="converged Lloyd centroids (Laplace step)",
-                                            items=lap_items)
-        self.convergent_zones_ = (np.stack(zone_c), np.stack(zone_r))
-        return finish_centre_fit(self, X, bounds, centres, n_hat, history, costs, report,
-                                 plan, accountant)
+        cost = kmeans_cost(prev, counts, sums, sq)
+        if faithful:
+            z = np.where(counts[:, None] > 0, sums / np.maximum(counts, 1)[:, None], prev)
+            mech.publish_exact(
+                f"convergent zones (exact Lloyd centroids, radii), iteration {t}",
+                "Alg. 1 l. 7 and l. 10: built from and published as exact data "
+                "(Departures 17)",
+            )
+        else:
+            z, _, _ = noisy_centroids(mech, counts, sums, prev, bounds, eps_zone,
+                                      label=f"convergent-zone centres, iteration {t}",
+                                      items=zone_items)
+        r = np.linalg.norm(z - prev, axis=1)
+        cand, valid = self._candidates(ctx, prev, z, r, t)
+        cand = np.clip(cand, bounds[:, 0], bounds[:, 1])  # keeps ||x - z|| (z in the box)
+        cand, valid = _strictly_inside(cand, valid, z, r, prev)
+        scores = cost_reduction_scores(counts, sums, z, cand)
+        scores[~valid] = -np.inf
+        sens = cost_reduction_sensitivity(z, cand, valid, bounds)
+        choice = mech.select(
+            scores, sens, ctx["eps"]["em"], target=f"centroid choice, iteration {t}",
+            note="exponential mechanism, factor 2; q = J(C, z) - J(C, x); sensitivity "
+            "max |(x - z).(2y - x - z)| over candidates x and y in the bounds"
+            + (" (as printed: the zone itself is exact)" if faithful else ""),
+            item="centroid choice",
+        )
+        return cand[np.arange(k), choice], z, r, cost
 
 
 _COMMON_DOC = """
