@@ -46,128 +46,143 @@ def merge_clusters(
     n = sev_of_leaf.size
     n_sev = len(sev_values)
     f_ref = float(np.min(sev_values)) if n_sev else 0.0
-    parent = list(range(n_sev))
-
-    def find(a):
-        return _root(parent, a)
-
-    comp_cluster: dict[int, int] = {}
-    sizes = {i: 1 for i in range(n)}
-    rows: list[list[float]] = []
-    next_id = n
-    last = 0.0
-
-    def join(ca, cb, h):
-        nonlocal next_id, last
-        h = max(float(h), last, 0.0)
-        last = h
-        rows.append([min(ca, cb), max(ca, cb), h, sizes[ca] + sizes[cb]])
-        sizes[next_id] = sizes[ca] + sizes[cb]
-        next_id += 1
-        return next_id - 1
-
-    # centres in one basin cell: height 0 (see the docstring for the order)
+    link = _Linkage(n)
     lb = np.asarray(line_barrier if line_barrier is not None else np.zeros((n, n)), float)
-    lparent = list(range(n))
-    cid = list(range(n))
-
-    def lroot(a):
-        return _root(lparent, a)
-
+    # centres in one basin cell: height 0 (see the docstring for the order)
     if weights is not None and means is not None:
-        w = np.asarray(weights, dtype=float).copy()
-        m = np.atleast_2d(np.asarray(means, dtype=float)).copy()
-        alive = np.ones(n, dtype=bool)
-        inf = np.inf
-        while True:  # n <= a few dozen leaves: O(n^3) in NumPy is negligible
-            same = (sev_of_leaf[:, None] == sev_of_leaf[None, :]) & alive[:, None] & alive[None]
-            np.fill_diagonal(same, False)
-            if not same.any():
-                break
-            d2 = ((m[:, None, :] - m[None, :, :]) ** 2).sum(axis=2)
-            ww = w[:, None] * w[None, :] / np.maximum(w[:, None] + w[None, :], 1e-300)
-            cost = np.where(same, ww * d2, inf)
-            a, b = np.unravel_index(np.argmin(cost), cost.shape)
-            a, b = (int(a), int(b)) if a < b else (int(b), int(a))
-            m[a] = (w[a] * m[a] + w[b] * m[b]) / max(w[a] + w[b], 1e-300)
-            w[a] += w[b]
-            alive[b] = False
-            lparent[b] = a
-            cid[a] = join(cid[a], cid[b], 0.0)
-    else:  # increasing straight-segment barrier
-        ii, jj = np.triu_indices(n, k=1)
-        same = sev_of_leaf[ii] == sev_of_leaf[jj]
-        ii, jj = ii[same], jj[same]
-        for t in np.argsort(np.nan_to_num(lb[ii, jj], nan=np.inf), kind="stable"):
-            ra, rb = lroot(int(ii[t])), lroot(int(jj[t]))
-            if ra != rb:
-                lparent[rb] = ra
-                cid[ra] = join(cid[ra], cid[rb], 0.0)
-    for i in range(n):
-        comp_cluster[int(sev_of_leaf[i])] = cid[lroot(i)]
-    tv = np.asarray(tev_values, dtype=float).reshape(-1)
-    edges = np.asarray(tev_edges, dtype=np.int64).reshape(-1, 2)
-    order = np.argsort(tv, kind="stable")
-    if merge_order == "persistence":
-        # the elder rule of 0-dimensional persistence: sweep the TEVs upwards; where two
-        # components of {f <= f(TEV)} meet, the one with the higher minimum (the younger mode)
-        # dies, with persistence f(TEV) - its minimum; the merges are then replayed in
-        # increasing persistence
-        birth = np.asarray(sev_values, dtype=float).copy()
-        p0 = list(range(n_sev))
-
-        def find0(a):
-            return _root(p0, a)
-
-        events = []
-        for t in order:
-            ra, rb = find0(int(edges[t, 0])), find0(int(edges[t, 1]))
-            if ra == rb:
-                continue
-            young, old = (ra, rb) if birth[ra] >= birth[rb] else (rb, ra)
-            p0[young] = old
-            events.append((float(tv[t] - birth[young]), young, old))
-        seq = [
-            events[i][1:] + (events[i][0],)
-            for i in sorted(range(len(events)), key=lambda i: events[i][0])
-        ]
+        cluster_of_leaf = _merge_basin_cells_ward(link, sev_of_leaf, weights, means)
     else:
-        seq = [(int(edges[t, 0]), int(edges[t, 1]), float(tv[t]) - f_ref) for t in order]
+        cluster_of_leaf = _merge_basin_cells_barrier(link, sev_of_leaf, lb)
+    comp_cluster = {int(sev_of_leaf[i]): cluster_of_leaf[i] for i in range(n)}
+    seq = _tev_merge_sequence(sev_values, tev_edges, tev_values, merge_order, f_ref)
+    parent = list(range(n_sev))
     for a, b, h in seq:
-        ra, rb = find(a), find(b)
+        ra, rb = _root(parent, a), _root(parent, b)
         if ra == rb:
             continue
         parent[rb] = ra
         ca, cb = comp_cluster.pop(ra, None), comp_cluster.pop(rb, None)
         if ca is not None and cb is not None:
-            comp_cluster[ra] = join(ca, cb, h)
+            comp_cluster[ra] = link.join(ca, cb, h)
         elif ca is not None or cb is not None:
             comp_cluster[ra] = ca if ca is not None else cb
     n_fallback = 0
     if len(comp_cluster) > 1:
-        # clusters of the leaves at this point
-        leaf_cluster = {}
-        for r in comp_cluster:
-            for i in range(n):
-                if find(int(sev_of_leaf[i])) == r:
-                    leaf_cluster[i] = r
-        ii, jj = np.triu_indices(n, k=1)
-        w = np.nan_to_num(lb[ii, jj], nan=np.inf)
-        lparent = {r: r for r in comp_cluster}
+        n_fallback = _join_disconnected(link, comp_cluster, parent, sev_of_leaf, lb, f_ref)
+    return np.asarray(link.rows, dtype=float).reshape(-1, 4), n_fallback
 
-        def lfind(a):
-            return _root(lparent, a)
 
-        for t in np.argsort(w, kind="stable"):
-            ra, rb = lfind(leaf_cluster[ii[t]]), lfind(leaf_cluster[jj[t]])
-            if ra == rb:
-                continue
-            lparent[rb] = ra
-            height = w[t] - f_ref if np.isfinite(w[t]) else last
-            comp_cluster[ra] = join(comp_cluster[ra], comp_cluster.pop(rb), height)
-            n_fallback += 1
-    Z = np.asarray(rows, dtype=float).reshape(-1, 4)
-    return Z, n_fallback
+class _Linkage:
+    """A SciPy linkage matrix built merge by merge, with monotone non-negative heights."""
+
+    def __init__(self, n_leaves: int):
+        self.sizes = {i: 1 for i in range(n_leaves)}
+        self.rows: list[list[float]] = []
+        self.next_id = n_leaves
+        self.last = 0.0
+
+    def join(self, ca: int, cb: int, h: float) -> int:
+        """Merge clusters ``ca`` and ``cb`` at height ``h``; returns the new cluster's id."""
+        h = max(float(h), self.last, 0.0)
+        self.last = h
+        size = self.sizes[ca] + self.sizes[cb]
+        self.rows.append([min(ca, cb), max(ca, cb), h, size])
+        self.sizes[self.next_id] = size
+        self.next_id += 1
+        return self.next_id - 1
+
+
+def _merge_basin_cells_ward(link: _Linkage, sev_of_leaf, weights, means) -> list[int]:
+    """Centres of one basin cell merged at height 0 in Ward's order; the cluster of each."""
+    n = sev_of_leaf.size
+    cid = list(range(n))
+    owner = list(range(n))
+    w = np.asarray(weights, dtype=float).copy()
+    m = np.atleast_2d(np.asarray(means, dtype=float)).copy()
+    alive = np.ones(n, dtype=bool)
+    while True:  # n <= a few dozen leaves: O(n^3) in NumPy is negligible
+        same = (sev_of_leaf[:, None] == sev_of_leaf[None, :]) & alive[:, None] & alive[None]
+        np.fill_diagonal(same, False)
+        if not same.any():
+            break
+        d2 = ((m[:, None, :] - m[None, :, :]) ** 2).sum(axis=2)
+        ww = w[:, None] * w[None, :] / np.maximum(w[:, None] + w[None, :], 1e-300)
+        cost = np.where(same, ww * d2, np.inf)
+        a, b = np.unravel_index(np.argmin(cost), cost.shape)
+        a, b = (int(a), int(b)) if a < b else (int(b), int(a))
+        m[a] = (w[a] * m[a] + w[b] * m[b]) / max(w[a] + w[b], 1e-300)
+        w[a] += w[b]
+        alive[b] = False
+        owner[b] = a
+        cid[a] = link.join(cid[a], cid[b], 0.0)
+    return [cid[_root(owner, i)] for i in range(n)]
+
+
+def _merge_basin_cells_barrier(link: _Linkage, sev_of_leaf, lb) -> list[int]:
+    """Centres of one basin cell merged at height 0 in increasing straight-segment barrier."""
+    n = sev_of_leaf.size
+    cid = list(range(n))
+    owner = list(range(n))
+    ii, jj = np.triu_indices(n, k=1)
+    same = sev_of_leaf[ii] == sev_of_leaf[jj]
+    ii, jj = ii[same], jj[same]
+    for t in np.argsort(np.nan_to_num(lb[ii, jj], nan=np.inf), kind="stable"):
+        ra, rb = _root(owner, int(ii[t])), _root(owner, int(jj[t]))
+        if ra != rb:
+            owner[rb] = ra
+            cid[ra] = link.join(cid[ra], cid[rb], 0.0)
+    return [cid[_root(owner, i)] for i in range(n)]
+
+
+def _tev_merge_sequence(sev_values, tev_edges, tev_values, merge_order, f_ref):
+    """``(sev a, sev b, height)`` in merge order: increasing ``f(TEV)`` (single linkage), or
+    the elder rule of 0-dimensional persistence (``merge_order='persistence'``)."""
+    tv = np.asarray(tev_values, dtype=float).reshape(-1)
+    edges = np.asarray(tev_edges, dtype=np.int64).reshape(-1, 2)
+    order = np.argsort(tv, kind="stable")
+    if merge_order != "persistence":
+        return [(int(edges[t, 0]), int(edges[t, 1]), float(tv[t]) - f_ref) for t in order]
+    # sweep the TEVs upwards; where two components of {f <= f(TEV)} meet, the one with the
+    # higher minimum (the younger mode) dies, with persistence f(TEV) - its minimum; the
+    # merges are then replayed in increasing persistence
+    birth = np.asarray(sev_values, dtype=float).copy()
+    p0 = list(range(len(birth)))
+    events = []
+    for t in order:
+        ra, rb = _root(p0, int(edges[t, 0])), _root(p0, int(edges[t, 1]))
+        if ra == rb:
+            continue
+        young, old = (ra, rb) if birth[ra] >= birth[rb] else (rb, ra)
+        p0[young] = old
+        events.append((float(tv[t] - birth[young]), young, old))
+    return [
+        events[i][1:] + (events[i][0],)
+        for i in sorted(range(len(events)), key=lambda i: events[i][0])
+    ]
+
+
+def _join_disconnected(link: _Linkage, comp_cluster, parent, sev_of_leaf, lb, f_ref) -> int:
+    """A disconnected TEV graph: join the remaining clusters by the straight-segment barrier
+    between their closest centres; returns the number of such merges."""
+    n = sev_of_leaf.size
+    leaf_cluster = {}
+    for r in comp_cluster:
+        for i in range(n):
+            if _root(parent, int(sev_of_leaf[i])) == r:
+                leaf_cluster[i] = r
+    ii, jj = np.triu_indices(n, k=1)
+    w = np.nan_to_num(lb[ii, jj], nan=np.inf)
+    lparent = {r: r for r in comp_cluster}
+    n_fallback = 0
+    for t in np.argsort(w, kind="stable"):
+        ra, rb = _root(lparent, leaf_cluster[ii[t]]), _root(lparent, leaf_cluster[jj[t]])
+        if ra == rb:
+            continue
+        lparent[rb] = ra
+        height = w[t] - f_ref if np.isfinite(w[t]) else link.last
+        comp_cluster[ra] = link.join(comp_cluster[ra], comp_cluster.pop(rb), height)
+        n_fallback += 1
+    return n_fallback
 
 
 def cut_linkage(
