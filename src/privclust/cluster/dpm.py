@@ -530,18 +530,9 @@ class DPM(PrivateClusterMixin):
             box_hi = np.array([tree.box_hi[i] for i in active])
             denom = n_hat - lambdas[level]
             adaptive = eps_int_lvl is not None and level > 0
-            if adaptive:  # per-node beta on the node's own box
-                rows0 = np.flatnonzero(denom > 0)
-                node_beta = np.repeat(beta[None, :], len(active), axis=0)
-                if rows0.size:
-                    node_beta[rows0] = self._node_interval_sizes(
-                        engine, mech, grouping, rows0, n_hat[rows0], box_hi - box_lo,
-                        eps_int_lvl[level], sigmas, level)
-                n_bins = int(np.ceil(np.max((box_hi - box_lo) / node_beta) - 1e-9))
-                origin = box_lo
-            else:  # one grid over the public bounds (Alg. 1)
-                node_beta = np.repeat(beta[None, :], len(active), axis=0)
-                n_bins, origin = n_splits, np.repeat(lo[None, :], len(active), axis=0)
+            node_beta, n_bins, origin = self._level_grid(
+                engine, mech, grouping, beta, n_splits, lo, n_hat, denom, box_lo, box_hi,
+                (eps_int_lvl[level] if adaptive else None), sigmas, level)
             j = np.arange(n_bins) + 0.5
             cand = origin[:, :, None] + j[None, None, :] * node_beta[:, :, None]  # (g, d, B)
             valid = (cand > box_lo[:, :, None]) & (cand < box_hi[:, :, None])
@@ -591,30 +582,31 @@ class DPM(PrivateClusterMixin):
                              item=f"count shift, level {level + 1}", delta=delta_cnt_lvl,
                              note="P(noise >= lambda): shifted count overshoots")
             keep = (child_hat[0::2] >= tau_e) & (child_hat[1::2] >= tau_e)
-            next_active = []
-            relabel = np.full(2 * rows.size, -1)
-            for r, k in enumerate(rows):
-                node = active[k]
-                if not keep[r]:
-                    tree.halt_reason[node] = "child below min_cluster_size"
-                    continue
-                f, s_ = int(feat[r]), float(thr[r])
-                lhi = tree.box_hi[node].copy()
-                lhi[f] = s_
-                rlo = tree.box_lo[node].copy()
-                rlo[f] = s_
-                li = tree.add(level + 1, child_hat[2 * r], tree.box_lo[node], lhi)
-                ri = tree.add(level + 1, child_hat[2 * r + 1], rlo, tree.box_hi[node])
-                tree.feature[node], tree.threshold[node] = f, s_
-                tree.left[node], tree.right[node] = li, ri
-                relabel[2 * r], relabel[2 * r + 1] = len(next_active), len(next_active) + 1
-                next_active += [li, ri]
+            next_active, relabel = _add_children(tree, active, rows, keep, feat, thr, child_hat,
+                                                 level)
             active = next_active
             if active:
                 m = relabel.size
                 grouping = engine.regroup(children, np.full(m, -1), np.zeros(m), relabel,
                                           relabel, len(active))
         return tree
+
+    def _level_grid(self, engine, mech, grouping, beta, n_splits, lo, n_hat, denom, box_lo,
+                    box_hi, eps_int=None, sigmas=None, level=0):
+        """``(beta per node, bins, grid origin per node)`` of one level's split candidates:
+        one grid over the public bounds (Alg. 1), or with ``eps_int`` (adaptive intervals) a
+        private interval size per node on its own box."""
+        g = len(n_hat)
+        node_beta = np.repeat(beta[None, :], g, axis=0)
+        if eps_int is None:
+            return node_beta, n_splits, np.repeat(lo[None, :], g, axis=0)
+        rows0 = np.flatnonzero(denom > 0)
+        if rows0.size:
+            node_beta[rows0] = self._node_interval_sizes(
+                engine, mech, grouping, rows0, n_hat[rows0], box_hi - box_lo, eps_int, sigmas,
+                level)
+        n_bins = int(np.ceil(np.max((box_hi - box_lo) / node_beta) - 1e-9))
+        return node_beta, n_bins, box_lo
 
     @staticmethod
     def _scores(hist, n_hat, t, q, alpha):
@@ -680,3 +672,27 @@ class DPM(PrivateClusterMixin):
         sizes = np.empty(len(order), dtype=np.int64)
         sizes[order] = n_hat.astype(np.int64)
         return out, sizes
+
+
+def _add_children(tree: SplitTree, active, rows, keep, feat, thr, child_hat, level: int):
+    """Record the kept splits of one level in ``tree``. Returns the next level's active nodes
+    and the map from the engine's child groups to them (-1: the split was not kept)."""
+    next_active = []
+    relabel = np.full(2 * rows.size, -1)
+    for r, k in enumerate(rows):
+        node = active[k]
+        if not keep[r]:
+            tree.halt_reason[node] = "child below min_cluster_size"
+            continue
+        f, s_ = int(feat[r]), float(thr[r])
+        lhi = tree.box_hi[node].copy()
+        lhi[f] = s_
+        rlo = tree.box_lo[node].copy()
+        rlo[f] = s_
+        li = tree.add(level + 1, child_hat[2 * r], tree.box_lo[node], lhi)
+        ri = tree.add(level + 1, child_hat[2 * r + 1], rlo, tree.box_hi[node])
+        tree.feature[node], tree.threshold[node] = f, s_
+        tree.left[node], tree.right[node] = li, ri
+        relabel[2 * r], relabel[2 * r + 1] = len(next_active), len(next_active) + 1
+        next_active += [li, ri]
+    return next_active, relabel
