@@ -78,25 +78,12 @@ def plot_clusters(
     Returns the Axes. The points are raw data: the figure is not a private release.
     """
     _check_fitted(model)
-    plt = pyplot()
     X = check_data(X)
     n, d = X.shape
     centres = np.asarray(model.cluster_centers_, dtype=float)
     if centres.ndim != 2 or centres.shape[1] != d:
         raise ValueError(f"X has {d} feature(s); the model was fitted on {centres.shape[-1]}")
-    if d >= 2:
-        try:
-            a, b = (int(v) for v in dims)
-        except (TypeError, ValueError):
-            raise ValueError(
-                f"dims must be two feature indices, e.g. (0, 1); got {dims!r}"
-            ) from None
-        if a == b or not (0 <= a < d and 0 <= b < d):
-            raise ValueError(
-                f"dims must be two different feature indices in 0..{d - 1}; got {dims!r}"
-            )
-    else:
-        a, b = 0, None
+    a, b = _axes_features(dims, d)
     if not (isinstance(max_points, int) and max_points > 0):
         raise ValueError(f"max_points must be a positive int, got {max_points!r}")
     names = list(feature_names) if feature_names is not None else [f"x{j}" for j in range(d)]
@@ -104,58 +91,25 @@ def plot_clusters(
         raise ValueError(f"feature_names has {len(names)} names for {d} features")
 
     rng = np.random.default_rng(_SEED)
-    if n > max_points:
-        idx = np.sort(rng.choice(n, size=max_points, replace=False))
-        Xs = X[idx]
-    else:
-        Xs = X
-    labels = np.asarray(model.predict(Xs))
+    Xs = X[np.sort(rng.choice(n, size=max_points, replace=False))] if n > max_points else X
     k = centres.shape[0]
     colours = _colours(k)
-
     if ax is None:
-        fig, ax = plt.subplots(figsize=(7, 6))
+        _, ax = pyplot().subplots(figsize=(7, 6))
     xs = Xs[:, a]
     ys = Xs[:, b] if b is not None else rng.uniform(-1, 1, size=Xs.shape[0])
-    point_size = 4 if Xs.shape[0] > 5000 else 10
-    noise = labels < 0
-    if noise.any():
-        ax.scatter(xs[noise], ys[noise], s=point_size, c="lightgrey", linewidths=0,
-                   label="noise", rasterized=True)
-    pc = np.asarray(colours, dtype=float)[labels[~noise] % len(colours)]
-    ax.scatter(xs[~noise], ys[~noise], s=point_size, c=pc, linewidths=0, alpha=0.6,
-               rasterized=True)
-
+    _scatter_points(ax, xs, ys, np.asarray(model.predict(Xs)), colours)
     if show_splits and d <= 2 and hasattr(model, "split_tree_"):
-        from matplotlib.collections import LineCollection
-
-        if b is None:  # 1-D strip plot: every split is a vertical line
-            tree = model.split_tree_
-            segs = [((float(tree.threshold[i]), -1.05), (float(tree.threshold[i]), 1.05))
-                    for i in range(tree.n_nodes) if tree.feature[i] >= 0]
-        else:
-            segs = _split_segments(model.split_tree_, (a, b))
-        if segs:
-            ax.add_collection(LineCollection(segs, colors="0.25", linewidths=1.0,
-                                             linestyles="--", zorder=2, label="private splits"))
-
+        _draw_splits(ax, model.split_tree_, a, b)
+    cy = centres[:, b] if b is not None else np.zeros(k)
     if k:
         sizes = np.asarray(getattr(model, "cluster_sizes_", np.ones(k)), dtype=float)
         sizes = np.clip(sizes, 0, None)
         area = 60 + 440 * sizes / max(sizes.max(), 1.0)
-        cy = centres[:, b] if b is not None else np.zeros(k)
         ax.scatter(centres[:, a], cy, s=area, c=colours[:k], marker="o", edgecolors="black",
                    linewidths=1.5, zorder=3, label="private centres (area ~ noisy size)")
         ax.scatter(centres[:, a], cy, s=18, c="black", marker="x", zorder=4)
-
-    # Zoom on the data and centres (the public bounds can be much wider).
-    px = np.concatenate([xs, centres[:, a]])
-    py = np.concatenate([ys, centres[:, b] if b is not None else np.zeros(k)])
-    for lim, v in ((ax.set_xlim, px), (ax.set_ylim, py)):
-        lo, hi = float(v.min()), float(v.max())
-        pad = 0.05 * (hi - lo) if hi > lo else 1.0
-        lim(lo - pad, hi + pad)
-
+    _zoom(ax, np.concatenate([xs, centres[:, a]]), np.concatenate([ys, cy]))
     ax.set_xlabel(names[a])
     ax.set_ylabel(names[b] if b is not None else "(jitter)")
     eps = _epsilon(model)
@@ -170,6 +124,53 @@ def plot_clusters(
             fontsize=7, color="0.35", va="bottom")
     ax.legend(loc="upper right", fontsize=8, framealpha=0.8, markerscale=0.6)
     return ax
+
+
+def _axes_features(dims, d: int):
+    """The features on the x and y axes (``(0, None)`` for 1-D data: a strip plot)."""
+    if d < 2:
+        return 0, None
+    try:
+        a, b = (int(v) for v in dims)
+    except (TypeError, ValueError):
+        raise ValueError(f"dims must be two feature indices, e.g. (0, 1); got {dims!r}") from None
+    if a == b or not (0 <= a < d and 0 <= b < d):
+        raise ValueError(f"dims must be two different feature indices in 0..{d - 1}; got {dims!r}")
+    return a, b
+
+
+def _scatter_points(ax, xs, ys, labels, colours) -> None:
+    """The points coloured by cluster; noise (label -1) in light grey."""
+    point_size = 4 if xs.shape[0] > 5000 else 10
+    noise = labels < 0
+    if noise.any():
+        ax.scatter(xs[noise], ys[noise], s=point_size, c="lightgrey", linewidths=0,
+                   label="noise", rasterized=True)
+    pc = np.asarray(colours, dtype=float)[labels[~noise] % len(colours)]
+    ax.scatter(xs[~noise], ys[~noise], s=point_size, c=pc, linewidths=0, alpha=0.6,
+               rasterized=True)
+
+
+def _draw_splits(ax, tree, a, b) -> None:
+    """DPM's released split lines (1-D: vertical lines; 2-D: segments within the boxes)."""
+    from matplotlib.collections import LineCollection
+
+    if b is None:  # 1-D strip plot: every split is a vertical line
+        segs = [((float(tree.threshold[i]), -1.05), (float(tree.threshold[i]), 1.05))
+                for i in range(tree.n_nodes) if tree.feature[i] >= 0]
+    else:
+        segs = _split_segments(tree, (a, b))
+    if segs:
+        ax.add_collection(LineCollection(segs, colors="0.25", linewidths=1.0,
+                                         linestyles="--", zorder=2, label="private splits"))
+
+
+def _zoom(ax, px, py) -> None:
+    """Zoom on the data and centres (the public bounds can be much wider)."""
+    for lim, v in ((ax.set_xlim, px), (ax.set_ylim, py)):
+        lo, hi = float(v.min()), float(v.max())
+        pad = 0.05 * (hi - lo) if hi > lo else 1.0
+        lim(lo - pad, hi + pad)
 
 
 # --------------------------------------------------------------------------------------------
