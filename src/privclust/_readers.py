@@ -100,6 +100,47 @@ def _data_lines(text: str):
             yield lineno, line
 
 
+def _has_header(head: list[list[str]]) -> bool:
+    """Whether the first of these (at most two) rows is a header: it has a non-number where
+    the next row has a number, or (alone) no number at all."""
+    first = head[0]
+    first_numeric = [_is_numeric_or_missing(f) for f in first]
+    if all(first_numeric):
+        return False
+    if len(head) > 1 and len(head[1]) == len(first):
+        header = not all(first_numeric[j] or not _is_number(head[1][j])
+                         for j in range(len(first)))
+        return header or not any(first_numeric)
+    return not any(first_numeric)
+
+
+def _parse_fields(path: Path, rows, linenos, names, header) -> np.ndarray:
+    """The slow, exact reader: column by column, missing values to NaN, and the first field
+    that is not a number named with its line."""
+    width = len(names)
+    table = np.array(rows, dtype=object).reshape(len(rows), width)
+    X = np.empty((len(rows), width), dtype=np.float64)
+    for j in range(width):
+        col = table[:, j]
+        try:
+            X[:, j] = col.astype(np.float64)
+            continue
+        except ValueError:
+            pass
+        for i, field in enumerate(col):
+            if field.lower() in _MISSING:
+                X[i, j] = np.nan
+            elif _is_number(field):
+                X[i, j] = float(field)
+            else:
+                label = f"column {names[j]!r}" if header else f"column {j + 1}"
+                raise ValueError(
+                    f"{path}: {label} is not numeric (line {linenos[i]}: {field!r}); drop that "
+                    "column or encode it as numbers before clustering"
+                )
+    return X
+
+
 def _read_csv(path: Path, has_header) -> tuple[np.ndarray, list[str]]:
     try:
         text = path.read_text(encoding="utf-8-sig")
@@ -122,19 +163,7 @@ def _read_csv(path: Path, has_header) -> tuple[np.ndarray, list[str]]:
 
     head = split([ln for _, ln in lines[:2]])
     first = head[0]
-    if has_header == "auto":
-        first_numeric = [_is_numeric_or_missing(f) for f in first]
-        if all(first_numeric):
-            header = False
-        elif len(head) > 1 and len(head[1]) == len(first):
-            header = not all(first_numeric[j] or not _is_number(head[1][j])
-                             for j in range(len(first)))
-            header = header or not any(first_numeric)
-        else:
-            header = not any(first_numeric)
-    else:
-        header = bool(has_header)
-
+    header = _has_header(head) if has_header == "auto" else bool(has_header)
     if header:
         names = [f or f"x{j}" for j, f in enumerate(first)]
         lines = lines[1:]
@@ -163,27 +192,7 @@ def _read_csv(path: Path, has_header) -> tuple[np.ndarray, list[str]]:
                 f"(separator {delim!r}); every row needs one value per column"
             )
 
-    table = np.array(rows, dtype=object).reshape(len(rows), width)
-    X = np.empty((len(rows), width), dtype=np.float64)
-    for j in range(width):
-        col = table[:, j]
-        try:
-            X[:, j] = col.astype(np.float64)
-            continue
-        except ValueError:
-            pass
-        for i, field in enumerate(col):
-            if field.lower() in _MISSING:
-                X[i, j] = np.nan
-            elif _is_number(field):
-                X[i, j] = float(field)
-            else:
-                label = f"column {names[j]!r}" if header else f"column {j + 1}"
-                raise ValueError(
-                    f"{path}: {label} is not numeric (line {linenos[i]}: {field!r}); drop that "
-                    "column or encode it as numbers before clustering"
-                )
-    return X, names
+    return _parse_fields(path, rows, linenos, names, header), names
 
 
 # --------------------------------------------------------------------------------------------

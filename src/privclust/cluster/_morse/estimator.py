@@ -614,14 +614,8 @@ class MorseMerging(ClusterMixin, BaseEstimator):
         self._field = field
         live = field.components
         centres_u = self._to_unit(self.means_)[live]
-        graph = find_tevs(
-            field,
-            centres_u,
-            n_points=self.n_points,
-            n_iter=self.n_iter,
-            perturbation=self.perturbation,
-            string_time=self.string_time,
-        )
+        graph = find_tevs(field, centres_u, n_points=self.n_points, n_iter=self.n_iter,
+                          perturbation=self.perturbation, string_time=self.string_time)
         sevs = graph["sevs"]
         sev_values = field.f(sevs)
         Z, n_fallback = merge_clusters(
@@ -643,9 +637,8 @@ class MorseMerging(ClusterMixin, BaseEstimator):
                 UserWarning,
                 stacklevel=3,
             )
-        leaf_labels = cut_linkage(
-            Z, n_leaves, n_clusters, field.weights, float(self.min_cluster_weight)
-        )
+        leaf_labels = cut_linkage(Z, n_leaves, n_clusters, field.weights,
+                                  float(self.min_cluster_weight))
         used = Z[: max(n_leaves - n_clusters, 0)]
         n_tev_merges = n_leaves - n_fallback - 1
         if n_leaves - n_clusters > n_tev_merges:
@@ -655,18 +648,7 @@ class MorseMerging(ClusterMixin, BaseEstimator):
                 UserWarning,
                 stacklevel=3,
             )
-        # SEV -> cluster (SEVs reached from no centre: the cluster of the nearest SEV that is)
-        sev_cluster = np.full(len(sevs), -1, dtype=np.int64)
-        for leaf, s in enumerate(graph["sev_of_centre"]):
-            # -2: a basin whose centres ended in different clusters (fewer basins than
-            # n_clusters); its points are labelled by their most likely component
-            sev_cluster[s] = leaf_labels[leaf] if sev_cluster[s] in (-1, leaf_labels[leaf]) else -2
-        orphan = np.flatnonzero(sev_cluster == -1)
-        if orphan.size:
-            known = np.flatnonzero(sev_cluster != -1)
-            for o in orphan:
-                j = known[np.argmin(np.linalg.norm(sevs[known] - sevs[o], axis=1))]
-                sev_cluster[o] = sev_cluster[j]
+        sev_cluster = _sev_clusters(sevs, graph["sev_of_centre"], leaf_labels)
         K0 = np.asarray(self.weights_).size
         comp_labels = np.full(K0, -1, dtype=np.int64)
         comp_labels[live] = leaf_labels
@@ -674,7 +656,7 @@ class MorseMerging(ClusterMixin, BaseEstimator):
         sev_of_component[live] = graph["sev_of_centre"]
         self.sev_labels_ = sev_cluster
         self._sevs_u = sevs
-        self.component_labels_ = comp_labels
+        self.component_labels_ = comp_labels  # _flow_labels reads it
         dead = np.flatnonzero(comp_labels < 0)
         if dead.size:  # zero-weight components: the cluster of the basin their mean flows to
             comp_labels[dead] = self._flow_labels(self._to_unit(self.means_)[dead])
@@ -750,3 +732,19 @@ class MorseMerging(ClusterMixin, BaseEstimator):
         self._field = self._unit_field()
         self._sevs_u = self._to_unit(self.sevs_)
         return self
+
+
+def _sev_clusters(sevs, sev_of_centre, leaf_labels) -> np.ndarray:
+    """The cluster of each SEV: that of the centres flowing to it (-2: centres of one basin
+    ended in different clusters, with fewer basins than n_clusters; its points are labelled
+    by their most likely component); an SEV no centre reaches takes its nearest labelled one."""
+    sev_cluster = np.full(len(sevs), -1, dtype=np.int64)
+    for leaf, s in enumerate(sev_of_centre):
+        sev_cluster[s] = leaf_labels[leaf] if sev_cluster[s] in (-1, leaf_labels[leaf]) else -2
+    orphan = np.flatnonzero(sev_cluster == -1)
+    if orphan.size:
+        known = np.flatnonzero(sev_cluster != -1)
+        for o in orphan:
+            j = known[np.argmin(np.linalg.norm(sevs[known] - sevs[o], axis=1))]
+            sev_cluster[o] = sev_cluster[j]
+    return sev_cluster
