@@ -1,4 +1,4 @@
-"""Budgets, the ledger of releases, and composition.
+r"""Budgets, the ledger of releases, and composition.
 
 Privacy unit everywhere in privclust: **add or remove one record** (unbounded neighbours).
 
