@@ -8,9 +8,11 @@ predictions, and a command-line round trip (fit with ``privclust cluster``, pred
 
 from __future__ import annotations
 
+import doctest
 import json
 import math
 import shlex
+import warnings
 
 import numpy as np
 import pytest
@@ -65,6 +67,23 @@ def test_every_entry_is_complete():
         for dest in entry.applicable():
             if dest != "base":
                 assert entry.param_for(dest) is not None or name == "morse", (name, dest)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_docstring_examples_run(name):
+    """Every registered estimator's docstring has numpydoc sections and an Examples block that
+    runs as a doctest (warnings are errors: an example must run clean)."""
+    cls = ENTRIES[name].cls
+    for section in ("Parameters\n    ----------", "Attributes\n    ----------",
+                    "Examples\n    --------"):
+        assert section in cls.__doc__, f"{cls.__name__} lacks {section.split()[0]}"
+    (test,) = doctest.DocTestFinder(recurse=False).find(cls, cls.__name__, globs={})
+    assert len(test.examples) >= 4
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        result = runner.run(test, out=lambda text: None)
+    assert result.failed == 0, f"{result.failed} of {result.attempted} examples failed"
 
 
 @pytest.mark.parametrize("name", NAMES)

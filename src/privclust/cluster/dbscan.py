@@ -277,6 +277,16 @@ class DPDBSCAN(PrivateClusterMixin):
     ``rho_``, ``beta_``, ``min_samples_effective_`` (MinPts'), ``core_threshold_`` (MinPts' -
     Gamma_lower): the guarantee; ``guarantee_`` : the same as a dict with the statement in words.
     ``privacy_report_`` : :class:`~privclust.PrivacyReport`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from privclust import DPDBSCAN
+    >>> X = np.random.default_rng(0).normal(scale=0.3, size=(5000, 2))
+    >>> spans = DPDBSCAN(epsilon=1.0, eps=0.3, min_samples=10, bounds=(-3, 3),
+    ...                  random_state=0).fit(X)
+    >>> spans.n_clusters_, spans.predict([[0.0, 0.0], [2.9, 2.9]]).tolist()
+    (1, [0, -1])
     """
 
     def __init__(

@@ -190,6 +190,18 @@ class DPM(PrivateClusterMixin):
     :class:`SplitTree`.
     ``interval_size_`` : (d,) beta per feature. ``min_cluster_size_`` : tau_e used.
     ``delta_`` : delta used. ``privacy_report_`` : :class:`~privclust.PrivacyReport`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from privclust import DPM
+    >>> rng = np.random.default_rng(0)
+    >>> X = np.vstack([rng.normal(0, 1, (2500, 2)), rng.normal(3, 1, (2500, 2))])
+    >>> model = DPM(epsilon=1.0, bounds=(-4, 7), random_state=0).fit(X)
+    >>> model.cluster_centers_.shape[1], model.predict(X[:4]).shape
+    (2, (4,))
+    >>> round(model.privacy_report_.total().epsilon, 6)
+    1.0
     """
 
     PAPER_BUDGET_SPLIT = PAPER_BUDGET_SPLIT

@@ -331,6 +331,15 @@ class DPLloyd(PrivateClusterMixin):
     ``cost_history_`` : (T + 1,) exact k-means cost of X at each row of ``centers_history_`` (a
     local diagnostic for the data holder: computed from the data without noise, NOT private,
     never part of the release). ``privacy_report_`` : :class:`~privclust.PrivacyReport`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from privclust import DPLloyd
+    >>> X = np.random.default_rng(0).uniform(-1, 1, size=(5000, 2))
+    >>> model = DPLloyd(4, epsilon=1.0, bounds=(-1, 1), random_state=0).fit(X)
+    >>> model.cluster_centers_.shape, model.privacy_report_.private
+    ((4, 2), True)
     """
 
     SU_RHO = SU_RHO

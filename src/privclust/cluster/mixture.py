@@ -338,6 +338,16 @@ class DPGaussianMixture(PrivateClusterMixin):
     public bounds.
     ``labels_`` : most likely component of every training row (post-processing).
     ``privacy_report_`` : the ledger.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from privclust import DPGaussianMixture
+    >>> X = np.random.default_rng(0).normal(scale=0.2, size=(5000, 2))
+    >>> gmm = DPGaussianMixture(3, epsilon=1.0, delta=1e-6, bounds=(-1, 1),
+    ...                         random_state=0).fit(X)
+    >>> gmm.means_.shape, gmm.covariances_.shape, round(float(gmm.weights_.sum()), 6)
+    ((3, 2), (3, 2, 2), 1.0)
     """
 
     def __init__(

@@ -207,6 +207,17 @@ class MorseMerging(ClusterMixin, BaseEstimator):
     the base's own rule (``predict_method='base'``). ``pooled_from_`` : (centre models) pooled
     component of every base centre. ``labels_`` : ``predict(X)`` when fit got X
     (post-processing). ``privacy_report_`` : the base's releases plus the covariance pass.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from privclust import DPGaussianMixture, MorseMerging
+    >>> from sklearn.datasets import make_moons
+    >>> X, _ = make_moons(4000, noise=0.05, random_state=0)
+    >>> base = DPGaussianMixture(8, bounds=(-1.5, 2.5))
+    >>> model = MorseMerging(base, 2, epsilon=2.0, delta=1e-6, random_state=0).fit(X)
+    >>> model.n_clusters_, round(model.privacy_report_.total().epsilon, 6)
+    (2, 2.0)
     """
 
     def __init__(
