@@ -280,9 +280,9 @@ class DPDBSCAN(PrivateClusterMixin):
 
     Examples
     --------
-    >>> import numpy as np
+    >>> from sklearn.datasets import make_blobs
     >>> from privclust import DPDBSCAN
-    >>> X = np.random.default_rng(0).normal(scale=0.3, size=(5000, 2))
+    >>> X, _ = make_blobs(5000, centers=[[0, 0]], cluster_std=0.3, random_state=0)
     >>> spans = DPDBSCAN(epsilon=1.0, eps=0.3, min_samples=10, bounds=(-3, 3),
     ...                  random_state=0).fit(X)
     >>> spans.n_clusters_, spans.predict([[0.0, 0.0], [2.9, 2.9]]).tolist()

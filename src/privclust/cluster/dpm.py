@@ -193,10 +193,9 @@ class DPM(PrivateClusterMixin):
 
     Examples
     --------
-    >>> import numpy as np
+    >>> from sklearn.datasets import make_blobs
     >>> from privclust import DPM
-    >>> rng = np.random.default_rng(0)
-    >>> X = np.vstack([rng.normal(0, 1, (2500, 2)), rng.normal(3, 1, (2500, 2))])
+    >>> X, _ = make_blobs(5000, centers=[[0, 0], [3, 3]], random_state=0)
     >>> model = DPM(epsilon=1.0, bounds=(-4, 7), random_state=0).fit(X)
     >>> model.cluster_centers_.shape[1], model.predict(X[:4]).shape
     (2, (4,))

@@ -341,9 +341,9 @@ class DPGaussianMixture(PrivateClusterMixin):
 
     Examples
     --------
-    >>> import numpy as np
+    >>> from sklearn.datasets import make_blobs
     >>> from privclust import DPGaussianMixture
-    >>> X = np.random.default_rng(0).normal(scale=0.2, size=(5000, 2))
+    >>> X, _ = make_blobs(5000, centers=[[0, 0]], cluster_std=0.2, random_state=0)
     >>> gmm = DPGaussianMixture(3, epsilon=1.0, delta=1e-6, bounds=(-1, 1),
     ...                         random_state=0).fit(X)
     >>> gmm.means_.shape, gmm.covariances_.shape, round(float(gmm.weights_.sum()), 6)
