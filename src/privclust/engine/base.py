@@ -16,10 +16,40 @@ Engines return exact values and import nothing from ``privclust.privacy`` or alg
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Engine", "Grouping"]
+__all__ = ["AssignmentStats", "Engine", "Grouping", "MostLikelyComponent", "NearestCentre"]
+
+
+@dataclass(frozen=True)
+class NearestCentre:
+    """Assign each record to its nearest centre (Euclidean; ties to the lower index)."""
+
+    centres: np.ndarray
+
+
+@dataclass(frozen=True)
+class MostLikelyComponent:
+    """Assign each record to its most likely Gaussian component, ``argmax_k log_weights[k] +
+    log N(x; means[k], L_k L_k^T)`` with ``L = cov_cholesky`` (ties to the lower index)."""
+
+    means: np.ndarray
+    cov_cholesky: np.ndarray
+    log_weights: np.ndarray
+
+
+@dataclass
+class AssignmentStats:
+    """Exact per-group statistics of an assignment: ``counts`` (k,) int64, ``sums`` (k, d),
+    and when asked ``moments`` (k, d, d), the sum of ``x x^T``, and ``sq_norms`` (k,), the sum
+    of ``||x||^2``."""
+
+    counts: np.ndarray
+    sums: np.ndarray
+    moments: np.ndarray | None = None
+    sq_norms: np.ndarray | None = None
 
 
 class Grouping(ABC):
@@ -96,25 +126,31 @@ class Engine(ABC):
         """
 
     @abstractmethod
-    def gaussian_assignment_stats(self, means, cov_cholesky, log_weights):
-        """Each record to its most likely component (``log_weights[k] + log N(x; means[k],
-        L_k L_k^T)``, ties to the lower index); per component exact ``counts`` (k,), ``sums``
-        (k, d) and ``sum x x^T`` (k, d, d)."""
+    def assignment_stats(self, assignment, *, second_moments: bool = False,
+                         squared_norms: bool = False) -> AssignmentStats:
+        """One pass: each record to a group by ``assignment`` (:class:`NearestCentre` or
+        :class:`MostLikelyComponent`), then exact per-group statistics (:class:`AssignmentStats`).
+        The hard assignment makes the groups disjoint: one record changes one group's values."""
 
-    @abstractmethod
+    # the three statistics the estimators ask for, all through assignment_stats ------------
+    def gaussian_assignment_stats(self, means, cov_cholesky, log_weights):
+        """Per most likely component: ``(counts, sums, sum x x^T)`` (the mixture's E-step)."""
+        st = self.assignment_stats(MostLikelyComponent(means, cov_cholesky, log_weights),
+                                   second_moments=True)
+        return st.counts, st.sums, st.moments
+
     def nearest_centre_stats(self, centres, second_moments: bool = False):
-        """Per nearest centre (Euclidean; ties to the lower index): exact ``counts`` (k,),
-        ``sums`` (k, d) and, with ``second_moments``, ``sum x x^T`` (k, d, d)."""
+        """Per nearest centre: ``(counts, sums)``, and ``sum x x^T`` with ``second_moments``."""
+        st = self.assignment_stats(NearestCentre(centres), second_moments=second_moments)
+        return (st.counts, st.sums, st.moments) if second_moments else (st.counts, st.sums)
 
     # k-means family (lloyd.py, convergent.py) -----------------------------------------
-    @abstractmethod
     def nearest_centre_moments(self, centres):
-        """Per nearest centre (Euclidean; ties to the lower index): exact ``counts`` (k,) int64,
-        ``sums`` (k, d) and ``sq_norms`` (k,), the sum of ``||x||^2`` over the records.
-
-        One pass gives everything a Lloyd step needs plus the exact k-means cost of ``centres``
-        (``sq_norms - 2 <c, sums> + counts ||c||^2``), a local diagnostic that is never released.
-        """
+        """Per nearest centre: ``(counts, sums, sq_norms)``. One pass gives everything a Lloyd
+        step needs plus the exact k-means cost of ``centres`` (``sq_norms - 2 <c, sums> +
+        counts ||c||^2``), a local diagnostic that is never released."""
+        st = self.assignment_stats(NearestCentre(centres), squared_norms=True)
+        return st.counts, st.sums, st.sq_norms
 
     @abstractmethod
     def zone_cell_counts(self, centres, zone_centres, zone_radii, cell_centres) -> np.ndarray:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._geometry import group_column_sums, nearest_centres
-from .base import Engine, Grouping
+from .base import AssignmentStats, Engine, Grouping, MostLikelyComponent, NearestCentre
 
 __all__ = ["LocalEngine", "LocalGrouping"]
 
@@ -239,56 +239,38 @@ class LocalEngine(Engine):
         cells += lo
         return cells, counts.astype(np.int64)
 
-    def nearest_centre_stats(self, centres, second_moments=False):
-        centres = np.asarray(centres, dtype=float)
-        k, d = centres.shape
-        counts = np.zeros(k, dtype=np.int64)
-        sums = np.zeros((k, d))
-        moments = np.zeros((k, d, d)) if second_moments else None
-        labels = self._labels(centres)
+    def assignment_stats(self, assignment, *, second_moments=False, squared_norms=False):
+        if isinstance(assignment, NearestCentre):
+            centres = np.asarray(assignment.centres, dtype=float)
+            labels = self._labels(centres)  # cached: Lloyd asks twice for the same centres
+            k = centres.shape[0]
+
+            def chunk_labels(sl, x):
+                return labels[sl]
+        elif isinstance(assignment, MostLikelyComponent):
+            chunk_labels = _most_likely(assignment)
+            k = np.asarray(assignment.means).shape[0]
+        else:
+            raise TypeError(f"unknown assignment {type(assignment).__name__}")
+        d = self.n_features
+        st = AssignmentStats(np.zeros(k, dtype=np.int64), np.zeros((k, d)),
+                             np.zeros((k, d, d)) if second_moments else None,
+                             np.zeros(k) if squared_norms else None)
         for sl in self._chunks():
             x = self.X[sl].astype(float, copy=False)
-            lab = labels[sl]
-            counts += np.bincount(lab, minlength=k)
-            sums += group_column_sums(lab, x, k)
+            lab = chunk_labels(sl, x)
+            st.counts += np.bincount(lab, minlength=k)
+            st.sums += group_column_sums(lab, x, k)
+            if squared_norms:
+                st.sq_norms += np.bincount(lab, weights=np.einsum("ij,ij->i", x, x), minlength=k)
             if second_moments:
                 order = np.argsort(lab, kind="stable")
-                bounds_ = np.searchsorted(lab[order], np.arange(k + 1))
+                edges = np.searchsorted(lab[order], np.arange(k + 1))
                 xs = x[order]
-                for c in range(k):
-                    part = xs[bounds_[c] : bounds_[c + 1]]
-                    moments[c] += part.T @ part
-        if second_moments:
-            return counts, sums, moments
-        return counts, sums
-
-    def gaussian_assignment_stats(self, means, cov_cholesky, log_weights):
-        """Hard assignment to the most likely Gaussian component, then per component the exact
-        ``counts`` (k,), ``sums`` (k, d) and ``sum x x^T`` (k, d, d)."""
-        means = np.asarray(means, dtype=float)
-        chol = np.asarray(cov_cholesky, dtype=float)
-        log_weights = np.asarray(log_weights, dtype=float)
-        k, d = means.shape
-        counts = np.zeros(k, dtype=np.int64)
-        sums = np.zeros((k, d))
-        moments = np.zeros((k, d, d))
-        log_det = np.log(np.abs(np.diagonal(chol, axis1=1, axis2=2))).sum(axis=1)
-        for sl in self._chunks():
-            x = self.X[sl].astype(float)
-            score = np.empty((x.shape[0], k))
-            for c in range(k):  # a loop over components, vectorised over records
-                z = np.linalg.solve(chol[c], (x - means[c]).T)
-                score[:, c] = log_weights[c] - log_det[c] - 0.5 * (z * z).sum(axis=0)
-            lab = np.argmax(score, axis=1)
-            counts += np.bincount(lab, minlength=k)
-            order = np.argsort(lab, kind="stable")
-            edges = np.searchsorted(lab[order], np.arange(k + 1))
-            xs = x[order]
-            for c in range(k):
-                part = xs[edges[c] : edges[c + 1]]
-                sums[c] += part.sum(axis=0)
-                moments[c] += part.T @ part
-        return counts, sums, moments
+                for c in range(k):  # a loop over groups, vectorised over records
+                    part = xs[edges[c] : edges[c + 1]]
+                    st.moments[c] += part.T @ part
+        return st
 
     # k-means family ------------------------------------------------------------------
     def _labels(self, centres: np.ndarray) -> np.ndarray:
@@ -301,21 +283,6 @@ class LocalEngine(Engine):
             labels = labels.astype(np.int32)  # half the memory of the cache
         self._labels_cache = (centres.copy(), labels)
         return labels
-
-    def nearest_centre_moments(self, centres):
-        centres = np.asarray(centres, dtype=float)
-        k, d = centres.shape
-        counts = np.zeros(k, dtype=np.int64)
-        sums = np.zeros((k, d))
-        sq_norms = np.zeros(k)
-        labels = self._labels(centres)
-        for sl in self._chunks():
-            x = self.X[sl].astype(float, copy=False)
-            lab = labels[sl]
-            counts += np.bincount(lab, minlength=k)
-            sums += group_column_sums(lab, x, k)
-            sq_norms += np.bincount(lab, weights=np.einsum("ij,ij->i", x, x), minlength=k)
-        return counts, sums, sq_norms
 
     @staticmethod
     def _zone_members(x, lab, zone_centres, zone_radii):
@@ -360,3 +327,20 @@ class LocalEngine(Engine):
         edges = np.searchsorted(zone[order], np.arange(k + 1))
         points = points[order]
         return [points[edges[i] : edges[i + 1]] for i in range(k)]
+
+
+def _most_likely(assignment: MostLikelyComponent):
+    """A function ``(slice, x) -> labels``: the most likely component of each record."""
+    means = np.asarray(assignment.means, dtype=float)
+    chol = np.asarray(assignment.cov_cholesky, dtype=float)
+    log_weights = np.asarray(assignment.log_weights, dtype=float)
+    log_det = np.log(np.abs(np.diagonal(chol, axis1=1, axis2=2))).sum(axis=1)
+
+    def labels(sl, x):
+        score = np.empty((x.shape[0], means.shape[0]))
+        for c in range(means.shape[0]):  # a loop over components, vectorised over records
+            z = np.linalg.solve(chol[c], (x - means[c]).T)
+            score[:, c] = log_weights[c] - log_det[c] - 0.5 * (z * z).sum(axis=0)
+        return np.argmax(score, axis=1)
+
+    return labels
