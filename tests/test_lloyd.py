@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from sklearn.base import clone
 
-import privclust.cluster.lloyd as lloyd
+import privclust.cluster._centres as centres
 import privclust.privacy.mechanisms as mechanisms
 from _audit import assert_private, audit, categorical_events, combine, threshold_events
 from privclust.cluster.lloyd import (
@@ -158,7 +158,7 @@ def test_the_plan_refuses_the_diffprivlib_swap_before_any_draw(monkeypatch):
         per_coordinate, count = epsilon / (dims + c), epsilon * c / (dims + c)
         return per_coordinate, dims * count  # (count, sum) unpacked in the wrong order
 
-    monkeypatch.setattr(lloyd, "su_budget_split", swapped)
+    monkeypatch.setattr(centres, "su_budget_split", swapped)
     rng = np.random.default_rng(0)
     bounds = np.tile([0.0, 1.0], (d, 1))
     X = rng.uniform(0, 1, size=(2000, d))
@@ -172,7 +172,7 @@ def test_the_spend_check_catches_a_swap_inside_the_plan(monkeypatch):
     """The instrumented check still catches a mis-split that keeps the plan's totals: the
     release swaps its two line items' epsilons (the sums' scale then implies far more)."""
     d, eps = 20, 1.0
-    real = lloyd.su_budget_split
+    real = centres.su_budget_split
     calls = []
 
     def swapped_per_release(epsilon, dims, rho=RHO):
@@ -180,7 +180,7 @@ def test_the_spend_check_catches_a_swap_inside_the_plan(monkeypatch):
         count, total_sum = real(epsilon, dims, rho)
         return (count, total_sum) if len(calls) == 1 else (total_sum, count)
 
-    monkeypatch.setattr(lloyd, "su_budget_split", swapped_per_release)
+    monkeypatch.setattr(centres, "su_budget_split", swapped_per_release)
     rng = np.random.default_rng(0)
     bounds = np.tile([0.0, 1.0], (d, 1))
     X = rng.uniform(0, 1, size=(2000, d))

@@ -398,3 +398,32 @@ class PrivateClusterMixin(ClusterMixin, BaseEstimator):
 
     def fit_predict(self, X, y=None, **kwargs):
         return self.fit(X, **kwargs).labels_
+
+
+#: The most clusters (or components) any k-means-family estimator accepts: the public
+#: initialisation and every iteration are O(k) per record, and 10,000 centres take ~3 s to place.
+MAX_CLUSTERS = 10_000
+
+
+def check_n_clusters(k, n_samples: int | None = None, name: str = "n_clusters") -> int:
+    if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
+        raise ValueError(f"{name} must be an int >= 1, got {k!r}")
+    if k > MAX_CLUSTERS:
+        raise ValueError(f"{name}={k} is more than privclust supports ({MAX_CLUSTERS})")
+    if n_samples is not None and k > n_samples:
+        warnings.warn(
+            f"{name}={k} is more than the {n_samples} records in X: at least {k - n_samples} "
+            "of the released centres can hold no record and come from noise alone; ask for "
+            "fewer (this check reads only the size of X, and nothing about it is released)",
+            UserWarning,
+            stacklevel=3,
+        )
+    return int(k)
+
+
+def check_positive_int(value, name: str, upper: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+    if upper is not None and value > upper:
+        raise ValueError(f"{name}={value} is too large (at most {upper})")
+    return int(value)

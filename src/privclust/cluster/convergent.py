@@ -15,7 +15,7 @@ With ``S_hat^(t-1)`` the centroids released at iteration ``t - 1`` (public):
    with radius ``r_i = ||z_i - S_hat_i^(t-1)||`` (Lemma 1's ``S^(t-1)`` is read as the centroid
    the records were assigned to, ``S_hat^(t-1)``: that is what makes the k-means cost fall,
    Departures 18). ``z_i = S_i^(t)`` in the faithful variant; in the private variant ``z_i`` is a
-   *noisy* Lloyd centroid (:func:`~privclust.cluster.lloyd.noisy_centroids`);
+   *noisy* Lloyd centroid (:func:`~privclust.cluster._centres.noisy_centroids`);
 3. a *sampling zone* inside it (KMeans Guarantee: a ball placed by the orientation controller;
    SubClustering: a sub-cluster of the zone, Alg. 2);
 4. ``S_hat_i^(t)``: one candidate of the sampling zone picked by the exponential mechanism.
@@ -86,10 +86,10 @@ from ._base import (
     check_bounds,
     check_epsilon,
     check_fit_cost,
-)
-from .lloyd import (
     check_n_clusters,
     check_positive_int,
+)
+from ._centres import (
     finish_centre_fit,
     kmeans_cost,
     noisy_centroids,

@@ -30,8 +30,9 @@ from ._base import (
     check_delta,
     check_epsilon,
     check_fit_cost,
+    check_n_clusters,
 )
-from .lloyd import check_n_clusters, public_init
+from ._centres import public_init
 
 __all__ = [
     "DPGaussianMixture",

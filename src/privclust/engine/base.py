@@ -144,7 +144,7 @@ class Engine(ABC):
         st = self.assignment_stats(NearestCentre(centres), second_moments=second_moments)
         return (st.counts, st.sums, st.moments) if second_moments else (st.counts, st.sums)
 
-    # k-means family (lloyd.py, convergent.py) -----------------------------------------
+    # k-means family (cluster/_centres.py) -----------------------------------------
     def nearest_centre_moments(self, centres):
         """Per nearest centre: ``(counts, sums, sq_norms)``. One pass gives everything a Lloyd
         step needs plus the exact k-means cost of ``centres`` (``sq_norms - 2 <c, sums> +
