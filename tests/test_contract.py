@@ -59,6 +59,14 @@ def _cli_options(name: str) -> list[str]:
     return out
 
 
+def test_every_registered_estimator_is_public():
+    import privclust
+
+    for entry in ENTRIES.values():
+        assert getattr(privclust, entry.cls.__name__) is entry.cls
+        assert entry.cls.__name__ in privclust.__all__
+
+
 def test_every_entry_is_complete():
     for name, entry in ENTRIES.items():
         assert entry.description and entry.contents, name

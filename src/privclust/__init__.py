@@ -44,3 +44,12 @@ __all__ = [
     "__version__",
     "data_bounds",
 ]
+
+# Every registered estimator is public under its class name: a new estimator is its module plus
+# its registry entry, nothing here.
+from .registry import ENTRIES as _ENTRIES  # noqa: E402
+
+for _entry in _ENTRIES.values():
+    globals().setdefault(_entry.cls.__name__, _entry.cls)
+__all__ = sorted(set(__all__) | {e.cls.__name__ for e in _ENTRIES.values()})
+del _entry
