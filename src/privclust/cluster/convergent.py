@@ -59,17 +59,11 @@ exact ``z = S^(t)`` in the faithful variant, with the released noisy ``z`` in th
 A private algorithm cannot keep it w.r.t. the exact ``S^(t)`` with probability 1 (its output
 would then have a support that depends on the data).
 
-Measured (``benchmarks/kmeans.py``, 30 runs, 7 epsilons in [0.1, 10]): 002's CostGap gains do
-not reproduce. Mean CostGap of KMeans Guarantee over that of SubClustering, faithful variants:
-Iris 0.88-1.02x, Wine 0.95-1.07x, Breast Cancer 0.80-0.95x over internal_k 2-5 (paper: 1.1,
-4.13, 2.83); private variants 0.85-1.12x. The reason is structural: the release is the exact
-Lloyd centroid of the partition the iterations end in, plus Laplace noise (Departures 18), so two
-runs that end in the same partition release from the same distribution whatever their
-iterations did. Both faithful variants end at Lloyd's partition: before the Laplace step their
-last iterates are within 0.1% (Wine) and 0.06% (Breast Cancer) of Lloyd's cost after
-T = 10 iterations (KMeans Guarantee is the closer on Wine, 0.35x; SubClustering on Breast
-Cancer, 1.5x). With T = 3 the iterates differ (KMeans Guarantee closer on both) and the
-released gain is still 0.9-1.15x.
+002's CostGap gains over KMeans Guarantee do not reproduce (``benchmarks/kmeans.py``; the
+figures are on the documentation's k-means page). The reason is structural: the release is the
+exact Lloyd centroid of the partition the iterations end in, plus Laplace noise (Departures 18),
+so two runs that end in the same partition release from the same distribution whatever their
+iterations did.
 """
 
 from __future__ import annotations

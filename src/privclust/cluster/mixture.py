@@ -57,7 +57,7 @@ def paper_r(d: int) -> int:
 def add_remove_r(d: int) -> int:
     """``1 + D + D(D + 1)/2``: the squared L2 sensitivity of one release under privclust's
     add/remove-one-record neighbours (Departures 20), the default calibration. Always
-    ``<= paper_r(D)`` (measured ~2x less noise sd for D = 8..10).
+    ``<= paper_r(D)`` (about 2x less noise sd for D = 8..10).
 
     Proof. Let ``D' = D + {x}``. Every released block (one row ``(N_k, S_k, triu M_k)`` per
     component or cell) is computed with an assignment that depends only on public values (the

@@ -111,9 +111,8 @@ class MorseMerging(ClusterMixin, BaseEstimator):
     * ``R(x)`` (``metric``): the posterior-weighted precision by default (see
       :class:`MixtureField`), or ``"euclidean"`` (R = I in the unit box).
     * "Integrate (7) from m^t" (Alg. 3 l. 7, 12) relaxes the point on the hyperplane normal to
-      the string for flow time ``string_time`` (see :func:`_relax_on_hyperplanes`). Measured on
-      random 20-component mixtures: 0-0.25 gives the same hierarchy; 1.0 slid strings past
-      some low TEVs (different merge heights), so the default is 0.25.
+      the string for flow time ``string_time`` (see :func:`_relax_on_hyperplanes`). The default,
+      0.25, was chosen by measurement (documentation, Morse page).
     * The root solve (l. 13) is a batched Newton with a line search on ``|grad f|^2`` (it stays
       near its start), polished by ``scipy.optimize.root``. If the TEV graph is disconnected,
       the string search is run once more between the SEVs of different components (a string
@@ -126,9 +125,8 @@ class MorseMerging(ClusterMixin, BaseEstimator):
     * Heights: ``f(TEV) - min f(SEV)`` (non-negative, Alg. 4's single linkage,
       ``merge_order='barrier'``, the default); ``merge_order='persistence'`` replays the same
       TEVs by the persistence of the younger mode (the elder rule of 0-dimensional persistence,
-      as in ToMATo, Chazal et al. 2013). Measured (3 seeds, eps 1-10): neither order wins on
-      every set (persistence +0.04 on usps at eps 10, -0.12 on uci_magic at eps 10), so the
-      paper's order stays the default. A disconnected TEV graph is completed by
+      as in ToMATo, Chazal et al. 2013). Neither order won on every set
+      measured, so the paper's order stays the default. A disconnected TEV graph is completed by
       straight-segment barriers (``n_fallback_merges_`` counts them; a warning is issued when
       they are needed to reach ``n_clusters``).
     * Runts (``min_cluster_weight``, default 0.03): single linkage leaves a light isolated mode
@@ -137,8 +135,7 @@ class MorseMerging(ClusterMixin, BaseEstimator):
       and uci_htru2 in such runs). The cut (:func:`cut_linkage`) therefore counts only clusters
       holding at least this share of the mixture's weight while enough of them exist, and joins
       each lighter one to the cluster it meets first in the hierarchy. ``linkage_`` is
-      unchanged. 0.03 is the share the old ``min_weight`` default was measured at (uci_htru2,
-      eps 1-2: 0.01 kept spurious modes; 0.06 lost a real minority component of DPLloyd).
+      unchanged. 0.03 was chosen by measurement.
     * Noise-level components: a component whose noisy count is below 2 sigma has a covariance
       that is mostly noise; DPMoG-hard already gives it weight 0 (``min_count``) and so does the
       covariance pass (:func:`~privclust.cluster.mixture.private_centre_covariances`). Such
@@ -156,11 +153,8 @@ class MorseMerging(ClusterMixin, BaseEstimator):
       component's cluster, so that Morse merging is exactly a merge of the base's partition.
       The paper's inductive rule (Thm 5.3, ``'flow'``: the basin the flow (7) reaches) follows
       the gradient of the *noisy* density, whose covariances are mostly noise floor at eps <= 2
-      (covariance pass) and blur the basins: measured (3 seeds, eps 1, 2, 10, four sets, these
-      defaults), ``'flow'`` was below ``'base'`` in 18 of the 24 DPLloyd/DPM cells, by up to
-      0.22 ARI (usps DPLloyd-Morse eps 1: 0.451 vs 0.675; uci_shuttle eps 2: 0.227 vs 0.375),
-      and above it by at most 0.07 (uci_shuttle DPM-Morse eps 10); within 0.03 for DPMoG-hard.
-      On well-estimated mixtures the two agree (tests).
+      (covariance pass) and blur the basins; it scored below ``'base'`` in most measured
+      cells. On well-estimated mixtures the two agree (tests).
 
     Parameters
     ----------
@@ -168,9 +162,8 @@ class MorseMerging(ClusterMixin, BaseEstimator):
     epsilon, delta : the pipeline's totals, see "Budget".
     covariance_share : the covariance pass's share of epsilon when the base is fitted here
         (default 0.15: with the add/remove calibration about the noise sd that 0.3 gave with
-        the paper's ``r`` for D = 8-10, and 15% more budget for the base. Measured, DPLloyd and
-        DPM on four sets at eps 1, 2, 10, 5 seeds: mean gain over the base +0.100 ARI at 0.15
-        against +0.074 at 0.3, worst cell -0.18 against -0.25).
+        the paper's ``r`` for D = 8-10, and 15% more budget for the base; measured better than
+        0.3).
     n_points : m, points on a string (paper: 20). n_iter : tau_2, string iterations (paper: 5).
     perturbation : epsilon of Alg. 3 l. 18 (paper: 0.05). string_time : see above.
     metric : 'mixture' or 'euclidean'. predict_method : 'base' (default, see above: 'likelihood'
