@@ -18,6 +18,7 @@ from .cluster import (
     data_bounds,
 )
 from .cluster._base import NotFittedError
+from .cluster.bounds import private_bounds
 from .privacy import (
     Accountant,
     Budget,
@@ -43,6 +44,7 @@ __all__ = [
     "SplitTree",
     "__version__",
     "data_bounds",
+    "private_bounds",
 ]
 
 # Every registered estimator is public under its class name: a new estimator is its module plus
