@@ -178,6 +178,12 @@ class DPM(PrivateClusterMixin):
     count_shift : use the paper's shifted count ``n_hat - lambda`` in the score sensitivity
         (eq. 1, Lemma 3-5, with Departures 8's corrected lambda). Default False: the released count
         (Departures 10b, proof above).
+    resolution : the step the data are recorded at. ``'auto'`` (default) finds it privately
+        (noisy tie counts, then the sparse vector technique over ``{5, 2.5, 2, 1} x 10^e``, from
+        the interval-size share) so that rounded measurements do not collapse the interval
+        size; a number (or one per feature) states a known step for free; ``None`` treats the
+        data as continuous. Use ``None`` for ordinal codes whose levels are themselves the
+        clusters' scale (UCI Letter's 16 levels: more, finer clusters).
     random_state : None (secure), int or Generator (reproducible, not secure).
     accountant : a shared :class:`~privclust.Accountant`; the fit raises
         :class:`~privclust.BudgetExceededError` before reading data if it does not fit.
