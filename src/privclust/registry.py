@@ -32,6 +32,7 @@ from .cluster import (
     MorseMerging,
     SubClustering,
 )
+from .cluster.hst import HSTKMeans
 from .io import codecs
 
 __all__ = ["ENTRIES", "OPTIONS", "Entry", "MorseBase", "Option", "entry_for", "options_of"]
@@ -209,6 +210,13 @@ ENTRIES: dict[str, Entry] = {
             contents="weights, means, covariances, noisy counts",
             morse_base=MorseBase("n_components"),
             example={"n_components": 4, "iterations": 3},
+        ),
+        Entry(
+            "hst-kmeans",
+            HSTKMeans,
+            "HST k-means (Cohen-Addad et al.): k-means on a private randomly shifted quadtree",
+            required=("n_clusters",),
+            example={"n_clusters": 4},
         ),
         Entry(
             "morse",
