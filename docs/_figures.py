@@ -131,7 +131,19 @@ def fig_morse(out: Path = OUT) -> Path:
     return _save(fig, out, "morse.png")
 
 
-FIGURES = (fig_dpm, fig_dbscan, fig_kmeans, fig_mixture, fig_morse)
+def fig_hst(out: Path = OUT) -> Path:
+    """HSTKMeans on four blobs, k = 4, epsilon = 1: the clusters and the private tree's cells."""
+    from privclust import HSTKMeans
+
+    X, _ = blobs(20_000)
+    model = HSTKMeans(4, epsilon=1.0, bounds=BLOB_BOUNDS, random_state=0).fit(X)
+    fig, ax = plt.subplots(figsize=(6.5, 5.5))
+    plot_clusters(X, model, ax=ax)
+    ax.set_title("HSTKMeans, epsilon = 1")
+    return _save(fig, out, "hst.png")
+
+
+FIGURES = (fig_dpm, fig_dbscan, fig_kmeans, fig_mixture, fig_morse, fig_hst)
 
 
 def make_all(out: Path = OUT) -> list[Path]:

@@ -46,3 +46,21 @@ def test_docs_build_and_cover_every_cited_departure(tmp_path):
     assert cited, "no departure citations found in src/privclust"
     missing = sorted(n for n in cited if f'id="departure-{n}"' not in page)
     assert not missing, f"departures.html lacks the anchors of items {missing}"
+
+
+@pytest.mark.slow
+def test_every_example_on_the_pages_runs(tmp_path):
+    """The pages' ``testcode`` blocks run and print what the pages say (Sphinx's doctest)."""
+    pytest.importorskip("sphinx")
+    pytest.importorskip("myst_parser")
+    pytest.importorskip("numpydoc")
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "doctest"
+    res = subprocess.run(
+        [sys.executable, "-m", "sphinx", "-q", "-b", "doctest", "-d", str(tmp_path / "dt"),
+         str(DOCS), str(out)],
+        cwd=ROOT, capture_output=True, text=True,
+    )
+    report = (out / "output.txt").read_text(encoding="utf-8") if (out / "output.txt").exists() else ""
+    assert res.returncode == 0, res.stdout + res.stderr + report
+    assert " 0 failures in tests" in report and "tests" in report, report
