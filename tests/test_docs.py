@@ -61,6 +61,7 @@ def test_every_example_on_the_pages_runs(tmp_path):
          str(DOCS), str(out)],
         cwd=ROOT, capture_output=True, text=True,
     )
-    report = (out / "output.txt").read_text(encoding="utf-8") if (out / "output.txt").exists() else ""
+    output = out / "output.txt"
+    report = output.read_text(encoding="utf-8") if output.exists() else ""
     assert res.returncode == 0, res.stdout + res.stderr + report
     assert " 0 failures in tests" in report and "tests" in report, report

@@ -80,6 +80,20 @@ class Engine(ABC):
         """Route each group's records by one axis-aligned test (see the module docstring)."""
 
     @abstractmethod
+    def regroup_oblique(self, grouping, normal, offset, left, right,
+                        n_groups: int) -> Grouping:
+        """Route each group's records by one half-space test (an oblique split).
+
+        A record of group ``i`` goes to ``left[i]`` when ``x . normal_i <= offset[i]`` and to
+        ``right[i]`` otherwise, where ``x`` is the clipped record and ``normal_i`` is
+        ``normal`` itself when ``normal`` has shape (d,) (one direction shared by every group)
+        or its row ``i`` when it has shape (n_groups_in, d). Where ``left[i] == right[i]`` the
+        whole group goes there untested. A target of -1 drops the records from the new
+        grouping; records in no group stay in none. ``offset``, ``left``, ``right``: shape
+        (n_groups_in,). Returns the new grouping of ``n_groups`` groups.
+        """
+
+    @abstractmethod
     def count(self, grouping) -> np.ndarray:
         """Exact number of records per group, shape (n_groups,), int64."""
 

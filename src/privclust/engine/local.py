@@ -6,6 +6,9 @@ chunks so temporary memory stays bounded whatever n is.
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 
 from .._geometry import group_column_sums, nearest_centres
@@ -14,6 +17,21 @@ from .base import AssignmentStats, Engine, Grouping, MostLikelyComponent, Neares
 __all__ = ["LocalEngine", "LocalGrouping"]
 
 _CHUNK_ELEMENTS = 1 << 18  # (row, dimension) cells per chunk: small temporaries, still fast
+#: Records above which a pass is shared between threads (NumPy releases the GIL in its loops);
+#: below, starting threads costs more than it saves.
+_THREADED_RECORDS = 1 << 20
+_N_THREADS = max(1, min(4, os.cpu_count() or 1))
+
+
+def _each_chunk(fn, chunks, n_records: int) -> None:
+    """``fn(chunk)`` for every chunk, on all cores for big data (chunks write disjoint rows)."""
+    if n_records < _THREADED_RECORDS or _N_THREADS == 1:
+        for sl in chunks:
+            fn(sl)
+        return
+    with ThreadPoolExecutor(_N_THREADS) as pool:
+        for _ in pool.map(fn, chunks):
+            pass
 
 
 class LocalGrouping(Grouping):
@@ -38,9 +56,17 @@ class LocalEngine(Engine):
         dtype = X.dtype if X.dtype in (np.float32, np.float64) else np.float64
         lo = self.bounds[:, 0].astype(dtype)
         hi = self.bounds[:, 1].astype(dtype)
-        outside = (X < lo) | (X > hi)
+        n = X.shape[0]
+        step = max(1, _CHUNK_ELEMENTS // max(X.shape[1], 1))
+        outside = np.zeros(-(-n // step), dtype=np.int64)
+
+        def count_outside(i):
+            x = X[i * step : (i + 1) * step]
+            outside[i] = ((x < lo) | (x > hi)).any(axis=1).sum()
+
+        _each_chunk(count_outside, range(outside.size), n)
         # Local diagnostic for the data holder; never part of a release.
-        self.n_clipped_records = int(outside.any(axis=1).sum())
+        self.n_clipped_records = int(outside.sum())
         self.X = (
             np.clip(X, lo, hi, dtype=dtype)
             if self.n_clipped_records
@@ -90,6 +116,30 @@ class LocalEngine(Engine):
             x = self.X[sl]
             goes_left[split] = x[split, f[split]] <= threshold_t[gs[split]]
             out[sl] = np.where(goes_left, left_t[gs], right_t[gs])
+        return LocalGrouping(out, n_groups)
+
+    def regroup_oblique(self, grouping, normal, offset, left, right, n_groups) -> LocalGrouping:
+        normal = np.asarray(normal, dtype=float)
+        offset_t = np.append(np.asarray(offset, dtype=float), 0.0)
+        left_t = np.append(np.asarray(left, dtype=np.int32), np.int32(-1))  # -1 maps to -1
+        right_t = np.append(np.asarray(right, dtype=np.int32), np.int32(-1))
+        split_t = left_t != right_t  # only these groups need the test
+        g = grouping.group
+        if not split_t.any():  # pure relabel: no record needs a test
+            return LocalGrouping(left_t[g], n_groups)
+        shared = normal.ndim == 1
+        out = np.empty(g.shape, dtype=np.int32)
+        for sl in self._chunks():  # chunked: temporaries stay small whatever n is
+            gs = g[sl]
+            target = left_t[gs]
+            rows = np.flatnonzero(split_t[gs])
+            if rows.size:
+                x = self.X[sl][rows].astype(float, copy=False)
+                gr = gs[rows]
+                proj = x @ normal if shared else np.einsum("ij,ij->i", x, normal[gr])
+                right_side = proj > offset_t[gr]
+                target[rows[right_side]] = right_t[gr[right_side]]
+            out[sl] = target
         return LocalGrouping(out, n_groups)
 
     # aggregates ------------------------------------------------------------------------
@@ -220,13 +270,16 @@ class LocalEngine(Engine):
         strides = np.cumprod(np.r_[1, span[:0:-1]])[::-1].astype(np.int64)
         total = int(np.prod(span))
         keys = np.empty(n, dtype=np.int32 if total < 2**31 else np.int64)
-        for sl in self._chunks():  # one integer key per record, chunk by chunk
+
+        def fill(sl):  # one integer key per record, chunk by chunk
             idx = np.floor((self.X[sl] - origin) / cell_width).astype(np.int64)
             idx -= lo
             np.clip(idx, 0, span - 1, out=idx)
             keys[sl] = idx @ strides
+
+        _each_chunk(fill, self._chunks(), n)
         if total <= max(4 * n, 1 << 24):  # one bincount over the box beats sorting the keys
-            acc = np.bincount(keys, minlength=total)
+            acc = np.bincount(keys, minlength=total)  # memory-bound: threads do not help
             del keys
             ukeys = np.flatnonzero(acc)
             counts = acc[ukeys]
