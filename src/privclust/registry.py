@@ -33,6 +33,7 @@ from .cluster import (
     SubClustering,
 )
 from .cluster.hst import HSTKMeans
+from .cluster.lsh_splits import LSHSplits
 from .io import codecs
 
 __all__ = ["ENTRIES", "OPTIONS", "Entry", "MorseBase", "Option", "entry_for", "options_of"]
@@ -217,6 +218,15 @@ ENTRIES: dict[str, Entry] = {
             "HST k-means (Cohen-Addad et al.): k-means on a private randomly shifted quadtree",
             required=("n_clusters",),
             example={"n_clusters": 4},
+        ),
+        Entry(
+            "lsh-splits",
+            LSHSplits,
+            "LSH-Splits (Chang et al.): k-means on a private coreset of SimHash prefix-tree "
+            "leaves",
+            required=("n_clusters",),
+            morse_base=MorseBase("n_clusters"),
+            example={"n_clusters": 4, "max_depth": 8},
         ),
         Entry(
             "morse",
