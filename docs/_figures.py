@@ -143,7 +143,19 @@ def fig_hst(out: Path = OUT) -> Path:
     return _save(fig, out, "hst.png")
 
 
-FIGURES = (fig_dpm, fig_dbscan, fig_kmeans, fig_mixture, fig_morse, fig_hst)
+def fig_lsh(out: Path = OUT) -> Path:
+    """LSHSplits on four blobs, k = 4, epsilon = 1."""
+    from privclust import LSHSplits
+
+    X, _ = blobs(20_000)
+    model = LSHSplits(4, epsilon=1.0, bounds=BLOB_BOUNDS, random_state=0).fit(X)
+    fig, ax = plt.subplots(figsize=(6.5, 5.5))
+    plot_clusters(X, model, ax=ax)
+    ax.set_title("LSHSplits, epsilon = 1")
+    return _save(fig, out, "lsh.png")
+
+
+FIGURES = (fig_dpm, fig_dbscan, fig_kmeans, fig_mixture, fig_morse, fig_hst, fig_lsh)
 
 
 def make_all(out: Path = OUT) -> list[Path]:
