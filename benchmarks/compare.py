@@ -8,7 +8,8 @@ For each set (Synth-10d, Synth-100d, ``uci_letter``, ``uci_gas_turbine``, ``mnis
 epsilon, each estimator of :mod:`privclust.registry` is fitted with the set's public bounds and
 the true number of classes k where it takes one (DPM finds k itself), ``delta = 1/(n sqrt n)``
 where it takes a delta, and fixed seeds. Prints a Markdown table per epsilon: ARI, majority
-accuracy, number of clusters and median fit time per estimator and set. An estimator the sets do
+accuracy, silhouette (5,000-point sample), number of clusters and median fit time per estimator
+and set ("-" where a set has no labels). An estimator the sets do
 not suit (DP-DBSCAN needs a radius in each set's units; Morse merging's cost grows with the cube
 of its components, and the paper runs it on its own sets) is shown as "n/a" with the reason.
 Sets absent from ``../shared/data`` are skipped.
@@ -24,7 +25,7 @@ import warnings
 import numpy as np
 
 from privclust import datasets, registry
-from privclust.metrics import accuracy_majority, ari
+from privclust.metrics import accuracy_majority, ari, silhouette
 
 SETS = {
     # name: (public bounds (None: the sidecar's), k (None: the number of classes))
@@ -68,10 +69,21 @@ def _run(entry, data, bounds, k, epsilon, runs):
             model.fit(X)
         elapsed = time.perf_counter() - t0
         labels = model.labels_
-        rows.append((ari(y, labels), accuracy_majority(y, labels), model.n_clusters_, elapsed))
-    a, acc, kk, t = (list(c) for c in zip(*rows, strict=True))
-    return (f"{np.mean(a):.3f} / {np.mean(acc):.3f} / {np.mean(kk):.1f} / "
+        sil = silhouette(X, labels, sample_size=5000, random_state=seed) if len(
+            np.unique(labels)) > 1 else float("nan")
+        if y is None:  # unlabelled (Gas Turbine): the paper reports silhouette only
+            rows.append((np.nan, np.nan, sil, model.n_clusters_, elapsed))
+        else:
+            rows.append((ari(y, labels), accuracy_majority(y, labels), sil, model.n_clusters_,
+                         elapsed))
+    a, acc, sil, kk, t = (list(c) for c in zip(*rows, strict=True))
+    return (f"{_f(a)} / {_f(acc)} / {_f(sil)} / {np.mean(kk):.1f} / "
             f"{statistics.median(t):.2f} s")
+
+
+def _f(values) -> str:
+    v = float(np.mean(values))
+    return "-" if np.isnan(v) else f"{v:.3f}"
 
 
 def main(argv=None):
@@ -88,7 +100,7 @@ def main(argv=None):
             loaded[name] = _load(name)
         except (FileNotFoundError, OSError) as exc:
             print(f"(skipping {name}: {exc})")
-    print("Cells: ARI / majority accuracy / clusters / median fit time; "
+    print("Cells: ARI / majority accuracy / silhouette / clusters / median fit time; "
           f"{args.runs} run(s) each; delta = 1/(n sqrt n) where the estimator takes one.")
     for eps in args.epsilons:
         print(f"\n### epsilon = {eps:g}\n")
@@ -103,7 +115,7 @@ def main(argv=None):
             for name, data in loaded.items():
                 bounds, k = SETS[name]
                 bounds = bounds if bounds is not None else data.bounds
-                k = k or int(len(np.unique(data.y[data.y >= 0])))
+                k = k or int(len(np.unique(data.y[data.y >= 0])))  # sets without k have labels
                 cells.append(_run(entry, data, bounds, k, eps, args.runs))
             print(f"| {est} | " + " | ".join(cells) + " |", flush=True)
 

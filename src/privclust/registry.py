@@ -32,6 +32,7 @@ from .cluster import (
     MorseMerging,
     SubClustering,
 )
+from .cluster.emmc import EMMC
 from .cluster.hst import HSTKMeans
 from .cluster.lsh_splits import LSHSplits
 from .io import codecs
@@ -227,6 +228,14 @@ ENTRIES: dict[str, Entry] = {
             required=("n_clusters",),
             morse_base=MorseBase("n_clusters"),
             example={"n_clusters": 4, "max_depth": 8},
+        ),
+        Entry(
+            "emmc",
+            EMMC,
+            "EM-MC (Nguyen, Chaturvedi & Xu): private max cover by the exponential mechanism "
+            "on a private grid net, then weighted k-means",
+            required=("n_clusters",),
+            example={"n_clusters": 4},
         ),
         Entry(
             "morse",
