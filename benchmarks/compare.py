@@ -66,7 +66,10 @@ def _run(entry, data, bounds, k, epsilon, runs):
         t0 = time.perf_counter()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            model.fit(X)
+            try:
+                model.fit(X)
+            except ValueError as exc:  # refused up front (e.g. its predicted cost)
+                return "refused: " + str(exc).split(";")[0].split(" on these")[0]
         elapsed = time.perf_counter() - t0
         labels = model.labels_
         sil = silhouette(X, labels, sample_size=5000, random_state=seed) if len(
