@@ -32,6 +32,7 @@ from .cluster import (
     MorseMerging,
     SubClustering,
 )
+from .cluster.dpcube import DPCube
 from .cluster.emmc import EMMC
 from .cluster.hst import HSTKMeans
 from .cluster.lsh_splits import LSHSplits
@@ -234,6 +235,14 @@ ENTRIES: dict[str, Entry] = {
             EMMC,
             "EM-MC (Nguyen, Chaturvedi & Xu): private max cover by the exponential mechanism "
             "on a private grid net, then weighted k-means",
+            required=("n_clusters",),
+            example={"n_clusters": 4},
+        ),
+        Entry(
+            "dpcube",
+            DPCube,
+            "DPCube (Balcan et al.): random projection, private cube partition for candidates, "
+            "private noisy means",
             required=("n_clusters",),
             example={"n_clusters": 4},
         ),
