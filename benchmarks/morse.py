@@ -49,8 +49,10 @@ from concurrent.futures import ProcessPoolExecutor  # noqa: E402
 
 import numpy as np  # noqa: E402
 
+from privclust.cluster.dpcube import DPCube  # noqa: E402
 from privclust.cluster.dpm import DPM  # noqa: E402
 from privclust.cluster.lloyd import DPLloyd  # noqa: E402
+from privclust.cluster.lsh_splits import LSHSplits  # noqa: E402
 from privclust.cluster.mixture import DPGaussianMixture  # noqa: E402
 from privclust.cluster.morse import MixtureField, MorseMerging, find_tevs  # noqa: E402
 from privclust.datasets import load  # noqa: E402
@@ -174,7 +176,25 @@ def _dpm(U, y, eps, seed, K, K0):
     }
 
 
-RUNNERS = {"gmm": _gmm, "lloyd": _lloyd, "dpm": _dpm}
+def _centre_base(cls, label):
+    """Morse merging over a centre model that takes k (LSHSplits, DPCube: the paper's DPTree
+    and DPCube baselines): the base with K0 centres, Morse over it, the base with K."""
+
+    def run(U, y, eps, seed, K, K0):
+        B = (-1.0, 1.0)
+        base = cls(K0, epsilon=eps, bounds=B, random_state=seed).fit(U)
+        mm = MorseMerging(cls(K0, bounds=B, random_state=seed), K, epsilon=eps,
+                          covariance_share=SHARE, predict_method=PREDICT,
+                          random_state=seed).fit(U)
+        k_model = cls(K, epsilon=eps, bounds=B, random_state=seed).fit(U)
+        return {label: ari(y, base.labels_), f"{label}-Morse": ari(y, mm.labels_),
+                f"{label}(K)": ari(y, k_model.labels_), f"t_{label}": mm.morse_time_}
+
+    return run
+
+
+RUNNERS = {"gmm": _gmm, "lloyd": _lloyd, "dpm": _dpm,
+           "lsh": _centre_base(LSHSplits, "LSHSplits"), "dpcube": _centre_base(DPCube, "DPCube")}
 
 
 def _mean_k0(results, name, eps):
@@ -228,6 +248,8 @@ def main():
     ap.add_argument("--usps-reduction", choices=("tsne", "pca"), default="tsne")
     ap.add_argument("--runs", type=int, default=None, help="runs per cell (default 5, quick 2)")
     ap.add_argument("--predict", choices=("base", "flow"), default="base")
+    ap.add_argument("--bases", nargs="*", default=["gmm", "lloyd", "dpm"], choices=list(RUNNERS),
+                    help="base models (lsh and dpcube: the paper's DPTree and DPCube baselines)")
     a = ap.parse_args()
     os.environ["PRIVCLUST_MORSE_PREDICT"] = a.predict
     global PREDICT
@@ -243,7 +265,7 @@ def main():
     runs = a.runs or (2 if a.quick else 5)
     epsilons = (10.0, 2.0, 1.0) if a.quick else (10.0, 5.0, 2.0, 1.0, 0.5)
     tasks = [
-        (n, e, s, *SETS[n], ("gmm", "lloyd", "dpm"))
+        (n, e, s, *SETS[n], tuple(a.bases))
         for n in a.sets
         for e in epsilons
         for s in range(runs)
@@ -272,6 +294,12 @@ def main():
         "DPLloyd(K)",
         "DPM",
         "DPM-Morse",
+        "LSHSplits",
+        "LSHSplits-Morse",
+        "LSHSplits(K)",
+        "DPCube",
+        "DPCube-Morse",
+        "DPCube(K)",
     ]
     print(f"{runs} runs per cell, seeds 0..{runs - 1}; {time.time() - t0:.0f} s in all")
     if errors:
@@ -282,7 +310,7 @@ def main():
     print("\nDPM's number of leaves (K0 of DPM-Morse), mean:")
     for n in a.sets:
         print(f"  {n}: " + ", ".join(f"eps={e:g}: {_mean_k0(results, n, e)}" for e in epsilons))
-    t_all = [r[k] for r in results.values() for k in ("t_gmm", "t_lloyd", "t_dpm") if k in r]
+    t_all = [r[k] for r in results.values() for k in r if k.startswith("t_")]
     print(
         f"\nMorse step on the benchmark mixtures: median {np.median(t_all):.3f} s, "
         f"max {np.max(t_all):.3f} s (DPM-Morse K0 can exceed 20)"

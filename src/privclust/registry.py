@@ -244,6 +244,7 @@ ENTRIES: dict[str, Entry] = {
             "DPCube (Balcan et al.): random projection, private cube partition for candidates, "
             "private noisy means",
             required=("n_clusters",),
+            morse_base=MorseBase("n_clusters"),
             example={"n_clusters": 4},
         ),
         Entry(
