@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import math
 import numbers
+import os
 import warnings
+from pathlib import Path
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClusterMixin
@@ -127,10 +129,30 @@ def _dataframe_to_array(X, name: str) -> np.ndarray:
         return X.to_numpy()
 
 
+def is_dask_input(X) -> bool:
+    """Whether ``X`` is for the Dask engine: a dask array or DataFrame, a validated
+    ``DaskData``, or a path to a ``.parquet`` file or a directory of Parquet files. Imports
+    nothing (the core install has no Dask)."""
+    module = type(X).__module__ or ""
+    if module.split(".")[0] == "dask" or module == "privclust.engine.dask":
+        return True
+    if isinstance(X, (str, os.PathLike)):
+        path = Path(X)
+        return path.suffix.lower() == ".parquet" or (path.is_dir()
+                                                    and any(path.glob("*.parquet")))
+    return False
+
+
 def check_X(est, X, *, reset: bool) -> np.ndarray:
     """``check_data`` plus scikit-learn's feature-name contract: ``fit`` (``reset=True``)
     records the columns of a DataFrame in ``est.feature_names_in_``; ``predict`` refuses other
-    columns (a DataFrame with its columns swapped would otherwise be scored silently)."""
+    columns (a DataFrame with its columns swapped would otherwise be scored silently).
+
+    Dask input (see :func:`is_dask_input`) is validated in one pass over the data and comes back
+    as a ``privclust.engine.dask.DaskData`` (lazy; its shape is known), which the estimators
+    route to the Dask engine."""
+    if is_dask_input(X):
+        X = check_data(X)
     names = feature_names(X)
     if reset:
         if names is not None:
@@ -151,7 +173,14 @@ def check_X(est, X, *, reset: bool) -> np.ndarray:
 
 
 def check_data(X, *, name: str = "X", min_samples: int = 1) -> np.ndarray:
-    """A finite 2-D float array, or a clear error. float32 stays float32 (memory)."""
+    """A finite 2-D float array, or a clear error. float32 stays float32 (memory).
+
+    Dask input is checked in one pass (chunk sizes and a NaN/inf count per chunk) and returned
+    as a lazy ``privclust.engine.dask.DaskData``."""
+    if is_dask_input(X):
+        from ..engine.dask import as_dask_data
+
+        return as_dask_data(X, name)
     if hasattr(X, "tocsr") or type(X).__module__.startswith("scipy.sparse"):
         raise ValueError(
             f"{name} is a sparse matrix; privclust works on dense arrays. Convert it with "
@@ -303,7 +332,12 @@ def check_fit_cost(n: int, seconds_per_record: float, what: str, advice: str,
 
 
 def nearest_centre(X: np.ndarray, centres: np.ndarray) -> np.ndarray:
-    """Index of the nearest centre for every row (chunked: no (n, k) matrix for large n)."""
+    """Index of the nearest centre for every row (chunked: no (n, k) matrix for large n; dask
+    input: chunk by chunk on the cluster)."""
+    if is_dask_input(X):
+        from ..engine.dask import nearest_centre_labels
+
+        return nearest_centre_labels(X, centres)
     return nearest_centres(X, centres)
 
 
@@ -361,7 +395,14 @@ class PrivateClusterMixin(ClusterMixin, BaseEstimator):
         return check_X(self, X, reset=reset)
 
     def _make_engine(self, X, bounds) -> LocalEngine:
-        engine = LocalEngine(X, bounds)
+        """The engine for validated ``X``: NumPy in memory, or the Dask engine for dask input
+        (on the current ``distributed`` client, else a LocalCluster it starts and closes)."""
+        if is_dask_input(X):
+            from ..engine.dask import DaskEngine
+
+            engine = DaskEngine(X, bounds)
+        else:
+            engine = LocalEngine(X, bounds)
         if engine.n_clipped_records:
             warnings.warn(
                 f"{engine.n_clipped_records} record(s) lie outside the public bounds and were "

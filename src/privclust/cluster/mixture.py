@@ -31,6 +31,7 @@ from ._base import (
     check_epsilon,
     check_fit_cost,
     check_n_clusters,
+    is_dask_input,
 )
 from ._centres import public_init
 
@@ -151,9 +152,17 @@ def _unit_map(bounds):
 
 def _unit_engine(X, bounds) -> LocalEngine:
     """An engine on the records clipped to the public bounds and mapped to [-1, 1]^D (the map is
-    public). Warns once about clipped records, like every estimator."""
+    public). Warns once about clipped records, like every estimator. Dask input gets the Dask
+    engine (``privclust.engine.dask.unit_box_engine``)."""
     lo, hi = bounds[:, 0], bounds[:, 1]
-    outside = int(((X < lo) | (X > hi)).any(axis=1).sum())
+    engine = None
+    if is_dask_input(X):  # the same map, persisted on the cluster in one pass
+        from ..engine.dask import unit_box_engine
+
+        engine = unit_box_engine(X, bounds)
+        outside = engine.n_clipped_records
+    else:
+        outside = int(((X < lo) | (X > hi)).any(axis=1).sum())
     if outside:
         warnings.warn(
             f"{outside} record(s) lie outside the public bounds and were clipped to them "
@@ -161,6 +170,8 @@ def _unit_engine(X, bounds) -> LocalEngine:
             UserWarning,
             stacklevel=3,
         )
+    if engine is not None:
+        return engine
     mid, half = _unit_map(bounds)
     U = (np.clip(X, lo, hi) - mid) / half
     d = X.shape[1]

@@ -1,0 +1,216 @@
+"""Scaling out: the Dask engine against the NumPy engine, and out-of-core fits from Parquet.
+
+    python benchmarks/scale.py                 # everything (in-memory and out-of-core)
+    python benchmarks/scale.py --quick         # small sizes, a minute or two
+    python benchmarks/scale.py --only memory   # only the in-memory comparisons
+    python benchmarks/scale.py --only parquet --dbscan-points 100_000_000 --dpm-points 20_000_000
+
+In memory (medians of ``--runs`` fits, the same data as a NumPy array and as a dask array on a
+``LocalCluster`` of 2 workers, one thread each, in this process):
+  * DPDBSCAN on an 11M-point 2-D float32 set (blobs and background in a 27 x 34 box;
+    alpha = 0.02, MinPts = 500);
+  * DPM on Synth-100d (``make_blobs(100000, 100, centers=64, center_box=(-100, 100),
+    random_state=42)``).
+Printed: NumPy time, Dask time and their ratio (the overhead; target <= 1.5x).
+
+Out of core: a Parquet folder is written chunk by chunk into a temporary folder (removed
+afterwards), then one fit reads it from the path: DPDBSCAN on a 2-D set (100M points, ~1.6 GB
+on disk by default) and DPM on a 20M x 10 set. Printed: fit time and the peak resident memory
+of the whole process tree (this process and its children, sampled every 0.1 s with psutil, or
+/proc when psutil is absent; target <= 3 GB).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import tempfile
+import threading
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+from privclust import DPDBSCAN, DPM
+from privclust.datasets import synth_100d
+
+BOX = np.array([[0.0, 27.0], [0.0, 34.0]])
+DPM_BOUNDS = (-100.0, 100.0)
+
+
+def _rss_bytes() -> int:
+    """Resident memory of this process and all its children."""
+    try:
+        import psutil
+
+        me = psutil.Process()
+        procs = [me, *me.children(recursive=True)]
+        total = 0
+        for p in procs:
+            try:
+                total += p.memory_info().rss
+            except psutil.Error:
+                pass
+        return total
+    except ImportError:  # /proc: this process only
+        with open(f"/proc/{os.getpid()}/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+class PeakMemory:
+    """Samples the process tree's resident memory in a thread; ``peak`` in bytes."""
+
+    def __enter__(self):
+        self.peak = _rss_bytes()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self):
+        while not self._stop.wait(0.1):
+            self.peak = max(self.peak, _rss_bytes())
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, _rss_bytes())
+
+
+def box_points(n: int, seed: int) -> np.ndarray:
+    """2-D float32 points: 12 Gaussian blobs (90%) and uniform background (10%) in BOX."""
+    rng = np.random.default_rng(seed)
+    centres = rng.uniform(BOX[:, 0] + 3, BOX[:, 1] - 3, size=(12, 2))
+    k = rng.integers(0, 12, size=n)
+    X = centres[k] + rng.normal(scale=0.6, size=(n, 2))
+    bg = rng.random(n) < 0.1
+    X[bg] = rng.uniform(BOX[:, 0], BOX[:, 1], size=(int(bg.sum()), 2))
+    return X.astype(np.float32)
+
+
+def blob_rows(n: int, d: int, seed: int) -> np.ndarray:
+    """DPM's out-of-core rows: 16 Gaussian blobs in (-100, 100)^d, float32."""
+    rng = np.random.default_rng(seed)
+    centres = np.random.default_rng(42).uniform(-80, 80, size=(16, d))
+    X = centres[rng.integers(0, 16, size=n)] + rng.normal(scale=4.0, size=(n, d))
+    return X.astype(np.float32)
+
+
+def dbscan(bounds=BOX):
+    return DPDBSCAN(epsilon=1.0, eps=0.02, min_samples=500, bounds=bounds, random_state=0)
+
+
+def dpm():
+    return DPM(epsilon=1.0, bounds=DPM_BOUNDS, random_state=0)
+
+
+def _timed(fn, runs: int) -> float:
+    times = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def in_memory(args) -> None:
+    import dask.array as da
+
+    sets = [
+        ("DPDBSCAN", f"{args.memory_points:,} x 2 float32", box_points(args.memory_points, 0),
+         dbscan),
+        ("DPM", "Synth-100d (100,000 x 100)", synth_100d().X if not args.quick
+         else synth_100d(20_000).X, dpm),
+    ]
+    print("in memory: median fit time (s), NumPy engine vs Dask engine (2 workers)")
+    print(f"{'estimator':10} {'data':30} {'numpy':>8} {'dask':>8} {'ratio':>6}")
+    for name, label, X, make in sets:
+        t_np = _timed(lambda X=X, make=make: make().fit(X), args.runs)
+        rows = min(args.chunk_rows, -(-X.shape[0] // 4))  # at least 4 chunks for 2 workers
+        Xd = da.from_array(X, chunks=(rows, -1)).persist()
+        t_dk = _timed(lambda Xd=Xd, make=make: make().fit(Xd), args.runs)
+        print(f"{name:10} {label:30} {t_np:8.2f} {t_dk:8.2f} {t_dk / t_np:6.2f}", flush=True)
+        del Xd
+
+
+def write_parquet(folder: Path, n: int, make_rows, rows_per_file: int, columns) -> float:
+    """Write ``n`` rows in files of ``rows_per_file`` rows; returns the size in GB."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    folder.mkdir(parents=True)
+    for i, start in enumerate(range(0, n, rows_per_file)):
+        X = make_rows(min(rows_per_file, n - start), 1000 + i)
+        table = pa.table({c: X[:, j] for j, c in enumerate(columns)})
+        pq.write_table(table, folder / f"part-{i:05d}.parquet", compression="none")
+    return sum(f.stat().st_size for f in folder.iterdir()) / 1e9
+
+
+def out_of_core(args, tmp: Path) -> None:
+    print("\nout of core: one fit from a Parquet folder (path input), Dask engine, 2 workers")
+    print(f"{'estimator':10} {'data':22} {'GB':>6} {'write s':>8} {'fit s':>8} {'peak GB':>8}")
+    runs = [
+        ("DPDBSCAN", args.dbscan_points, 2, lambda m, s: box_points(m, s), dbscan),
+        ("DPM", args.dpm_points, 10, lambda m, s: blob_rows(m, 10, s), dpm),
+    ]
+    for name, n, d, rows, make in runs:
+        if n <= 0:
+            continue
+        folder = tmp / name
+        t = time.perf_counter()
+        gb = write_parquet(folder, n, rows, 1 << 20, [f"x{j}" for j in range(d)])
+        t_write = time.perf_counter() - t
+        with PeakMemory() as mem, warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            t = time.perf_counter()
+            model = make().fit(str(folder))
+            t_fit = time.perf_counter() - t
+        print(f"{name:10} {f'{n:,} x {d}':22} {gb:6.2f} {t_write:8.1f} {t_fit:8.1f} "
+              f"{mem.peak / 1e9:8.2f}   ({model.n_clusters_} clusters)", flush=True)
+        del model
+        shutil.rmtree(folder)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="small sizes (a minute or two)")
+    ap.add_argument("--only", choices=["memory", "parquet"], help="run one part only")
+    ap.add_argument("--runs", type=int, default=3, help="fits per median (in memory)")
+    ap.add_argument("--memory-points", type=int, default=11_000_000)
+    ap.add_argument("--dbscan-points", type=int, default=100_000_000)
+    ap.add_argument("--dpm-points", type=int, default=20_000_000)
+    ap.add_argument("--chunk-rows", type=int, default=1 << 21, help="rows per dask chunk")
+    ap.add_argument("--tmp", default=None, help="folder for the Parquet sets (default: temp)")
+    args = ap.parse_args()
+    if args.quick:
+        args.memory_points, args.dbscan_points, args.dpm_points = 1_000_000, 4_000_000, 1_000_000
+        args.runs = min(args.runs, 2)
+
+    from distributed import Client, LocalCluster
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                               dashboard_address=None)
+        client = Client(cluster)
+    try:
+        if args.only in (None, "memory"):
+            in_memory(args)
+        if args.only in (None, "parquet"):
+            tmp = Path(tempfile.mkdtemp(prefix="privclust-scale-", dir=args.tmp))
+            try:
+                out_of_core(args, tmp)
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
+    finally:
+        client.close()
+        cluster.close()
+
+
+if __name__ == "__main__":
+    main()

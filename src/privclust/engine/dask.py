@@ -1,0 +1,683 @@
+"""Dask engine: records in a ``dask.array`` on a ``distributed`` cluster (extra ``[dask]``).
+
+The records are clipped to the public bounds lazily and persisted once on the workers; a
+grouping is a persisted array of group labels aligned with the records' row chunks. Every query
+runs one task per row chunk that returns a small exact aggregate (the NumPy engine's own code,
+:class:`~privclust.engine.local.LocalEngine`, applied to the chunk), and the aggregates are
+merged in a fixed tree over the chunks. The client receives aggregates only; nothing here draws
+random numbers or touches a fit's generator, so a retried task cannot draw noise (noise is
+drawn by :mod:`privclust.privacy` on the client, from the merged values).
+
+Exactness: counts, histograms, cell counts, group labels and neighbour gaps equal the NumPy
+engine's bit for bit, whatever the chunking. Float sums (``centred_sums`` and the sums and
+moments of ``assignment_stats``) are summed in float64 per chunk (in row order) and the chunk
+sums are added in a fixed tree; like every float64 sum they differ from the exact sum by at most
+``(n - 1) * 2**-53 * sum(|x_i|)`` whatever the chunking (in practice a few units in the last
+place of ``sum(|x_i|)``), so two chunkings agree to that bound.
+
+Neighbour gaps need each feature sorted across chunks: a bucket sort on splitters from the
+public bounds (equal-width buckets; a first pass counts the buckets so that consecutive buckets
+are grouped into partitions of similar size), one task per partition sorts its values, and the
+gap across a partition edge joins the last value of one non-empty partition and the first of the
+next. A single bucket is never split, so heavily tied data puts its ties in one task.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import os
+import weakref
+from pathlib import Path
+
+import dask
+import dask.array as da
+import numpy as np
+from dask import delayed
+
+from .base import AssignmentStats, Engine, Grouping, NearestCentre
+from .local import LocalEngine, LocalGrouping
+
+__all__ = ["DaskData", "DaskEngine", "DaskGrouping", "as_dask_data", "unit_box_engine"]
+
+#: Values of one feature per sorting partition (a task sorts about this many).
+_PART_VALUES = 1 << 22
+#: Values per feature batch of a neighbour-gap pass (bounds the workers' memory for the gaps).
+_BATCH_VALUES = 1 << 26
+#: Chunk sums merged per node of the reduction tree.
+_FAN_IN = 8
+_CACHE: dict = {}  # the last validated inputs: one pass per input, even across nested fits
+
+
+# ---------------------------------------------------------------------------- the input
+class DaskData:
+    """A validated dask input: an (n, d) float dask array with known row chunks.
+
+    What ``check_X`` returns for a dask array, a dask DataFrame or a Parquet path. ``shape``,
+    ``dtype`` and ``columns`` (the feature names, or None) are known without a pass over the
+    data; ``np.asarray(data)`` and ``data[rows]`` compute (on the current scheduler).
+
+    Parameters
+    ----------
+    array : dask.array.Array
+        (n, d) float32 or float64, finite, known chunks, one chunk along the features.
+    columns : list of str or None
+        Feature names.
+    """
+
+    def __init__(self, array, columns=None):
+        self.array = array
+        self.columns = columns
+        self.shape = tuple(int(s) for s in array.shape)
+        self.dtype = array.dtype
+        self.ndim = 2
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __array__(self, dtype=None, copy=None):
+        out = np.asarray(self.array.compute())
+        return out if dtype is None else out.astype(dtype, copy=False)
+
+    def __getitem__(self, key):
+        return np.asarray(self.array[key].compute())
+
+    def __repr__(self) -> str:
+        return f"DaskData(shape={self.shape}, dtype={self.dtype}, chunks={self.array.chunks[0]})"
+
+
+def is_parquet_path(X) -> bool:
+    """Whether ``X`` is a path to a ``.parquet`` file or to a directory of Parquet files."""
+    if not isinstance(X, (str, os.PathLike)):
+        return False
+    p = Path(X)
+    if p.suffix.lower() == ".parquet":
+        return True
+    return p.is_dir() and any(p.glob("*.parquet"))
+
+
+def _block_stats(x) -> np.ndarray:
+    """(rows, rows with a non-finite value, first such row, its first bad column)."""
+    bad = ~np.isfinite(x)
+    rows = np.flatnonzero(bad.any(axis=1))
+    if rows.size == 0:
+        return np.array([x.shape[0], 0, -1, -1], dtype=np.int64)
+    return np.array([x.shape[0], rows.size, rows[0], np.flatnonzero(bad[rows[0]])[0]],
+                    dtype=np.int64)
+
+
+def _frame_to_float(frame, dtype):
+    return frame.to_numpy(dtype=dtype, na_value=np.nan)
+
+
+def _frame_blocks(df, name: str):
+    """Delayed float blocks of a dask DataFrame (nullable dtypes: missing values -> NaN)."""
+    from pandas.api.types import is_bool_dtype, is_numeric_dtype
+
+    bad = [str(c) for c, t in df.dtypes.items() if not (is_numeric_dtype(t) or is_bool_dtype(t))]
+    if bad:
+        raise ValueError(f"{name} must be numeric; column(s) {', '.join(bad[:5])} are not. Drop "
+                         "or encode non-numeric columns first.")
+    dtype = np.float32 if all(str(t) == "float32" for t in df.dtypes) else np.float64
+    cols = list(df.columns)
+    names = cols if cols and all(isinstance(c, str) for c in cols) else None
+    return [delayed(_frame_to_float)(p, dtype) for p in df.to_delayed()], len(cols), dtype, names
+
+
+def _array_blocks(X, name: str):
+    if X.ndim != 2:
+        raise ValueError(f"{name} must be 2-D (n_samples, n_features); got shape {X.shape}")
+    if not (np.issubdtype(X.dtype, np.number) or X.dtype == bool) or np.issubdtype(
+            X.dtype, np.complexfloating):
+        raise ValueError(f"{name} must be real and numeric; got dtype {X.dtype}")
+    dtype = X.dtype if X.dtype in (np.float32, np.float64) else np.dtype(np.float64)
+    X = X.astype(dtype) if X.dtype != dtype else X
+    if X.numblocks[1] != 1:
+        X = X.rechunk({1: -1})
+    return X, list(X.to_delayed()[:, 0]), int(X.shape[1]), dtype
+
+
+def _cache_key(X):
+    if isinstance(X, (str, os.PathLike)):
+        p = Path(X).resolve()
+        return ("path", str(p), p.stat().st_mtime_ns if p.exists() else None)
+    return ("dask", getattr(X, "name", None) or getattr(X, "_name", None))
+
+
+def as_dask_data(X, name: str = "X") -> DaskData:
+    """Validate a dask array, dask DataFrame or Parquet path in one pass over the data.
+
+    The pass counts the rows of every chunk (so ``n`` is known) and the rows with a NaN or an
+    infinite value, which are refused as the NumPy path refuses them.
+
+    Returns
+    -------
+    DaskData
+    """
+    if isinstance(X, DaskData):
+        return X
+    key = _cache_key(X)
+    if key[1] is not None and key in _CACHE:
+        return _CACHE[key]
+    if isinstance(X, (str, os.PathLike)):
+        import dask.dataframe as dd
+
+        if not Path(X).exists():
+            raise FileNotFoundError(f"{name}: {X} does not exist")
+        X = dd.read_parquet(str(X))
+    array, names = None, None
+    if isinstance(X, da.Array):
+        array, blocks, d, dtype = _array_blocks(X, name)
+    elif hasattr(X, "to_delayed") and hasattr(X, "dtypes"):
+        blocks, d, dtype, names = _frame_blocks(X, name)
+    else:
+        raise TypeError(f"{name}: expected a dask array, a dask DataFrame or a Parquet path, "
+                        f"got {type(X).__name__}")
+    if d == 0:
+        raise ValueError(f"{name} has no features (0 columns)")
+    stats = np.stack(dask.compute(*[delayed(_block_stats)(b) for b in blocks])) if blocks else \
+        np.zeros((0, 4), dtype=np.int64)
+    lengths = stats[:, 0]
+    n = int(lengths.sum())
+    if n == 0:
+        raise ValueError(f"{name} has 0 samples; at least 1 needed (an empty data set cannot "
+                         "be clustered)")
+    if stats[:, 1].any():
+        i = int(np.flatnonzero(stats[:, 1])[0])
+        raise ValueError(
+            f"{name} contains NaN or infinite values in {int(stats[:, 1].sum())} row(s) (first: "
+            f"row {int(lengths[:i].sum() + stats[i, 2])}, column {int(stats[i, 3])}); remove or "
+            "impute them before fitting")
+    if array is None or any(math.isnan(c) for c in array.chunks[0]):
+        array = da.concatenate([da.from_delayed(b, shape=(int(m), d), dtype=dtype)
+                                for b, m in zip(blocks, lengths, strict=True)], axis=0)
+    out = DaskData(array, names)
+    if key[1] is not None:
+        while len(_CACHE) >= 4:
+            _CACHE.pop(next(iter(_CACHE)))
+        _CACHE[key] = out
+    return out
+
+
+def nearest_centre_labels(data: DaskData, centres) -> np.ndarray:
+    """Nearest-centre index of every record (chunk by chunk on the cluster), as NumPy."""
+    from .._geometry import nearest_centres
+
+    c = np.asarray(centres, dtype=float)
+    return data.array.map_blocks(nearest_centres, c, drop_axis=1, dtype=np.int64).compute()
+
+
+# ---------------------------------------------------------------------------- the cluster
+def _client_or_local():
+    """The current ``distributed`` client, or ``(client, cluster)`` of a LocalCluster we own."""
+    from distributed import Client, LocalCluster, default_client
+
+    try:
+        return default_client(), None
+    except ValueError:
+        cluster = LocalCluster(n_workers=1, threads_per_worker=os.cpu_count() or 1,
+                               processes=False, dashboard_address=None)
+        return Client(cluster, set_as_default=False), cluster
+
+
+def _close(client, cluster) -> None:
+    client.close()
+    cluster.close()
+
+
+# ---------------------------------------------------------------------------- chunk tasks
+def _add(*parts):
+    """Sum aggregates in the order given (arrays, or tuples of arrays / None)."""
+    first = parts[0]
+    if isinstance(first, tuple):
+        return tuple(None if f is None else _add(*[p[i] for p in parts])
+                     for i, f in enumerate(first))
+    out = np.array(first, copy=True)
+    for p in parts[1:]:
+        out += p
+    return out
+
+
+def _tree(parts):
+    """A fixed reduction tree over the chunk aggregates (its shape depends on the chunking)."""
+    while len(parts) > 1:
+        parts = [delayed(_add)(*parts[i : i + _FAN_IN]) for i in range(0, len(parts), _FAN_IN)]
+    return parts[0]
+
+
+def _on_block(proto, method, x, g, n_groups, args, kwargs):
+    """``LocalEngine.method`` on one chunk (the chunk's group labels in ``g``, or None)."""
+    eng = copy.copy(proto)
+    eng.X = x
+    if g is not None:
+        args = (LocalGrouping(g, n_groups), *args)
+    out = getattr(eng, method)(*args, **kwargs)
+    if isinstance(out, AssignmentStats):
+        return (out.counts, out.sums, out.moments, out.sq_norms)
+    if isinstance(out, LocalGrouping):
+        return out.group
+    if isinstance(out, tuple):  # cell_counts: (cells, counts)
+        return out
+    return np.asarray(out, dtype=np.int64) if out.dtype.kind in "iu" else out
+
+
+def _outside(x, lo, hi):
+    return np.array([((x < lo) | (x > hi)).any(axis=1).sum()], dtype=np.int64)
+
+
+def _bucket(v, lo, inv_width, n_buckets):
+    b = np.floor((np.asarray(v, dtype=np.float64) - lo) * inv_width)
+    np.clip(b, 0, n_buckets - 1, out=b)
+    return b.astype(np.int64)
+
+
+def _bucket_hist(x, lo, inv_width, n_buckets, g=None, per_group=0):
+    """Per column, the number of values in each bucket (``g``: buckets within groups)."""
+    out = np.zeros((x.shape[1], n_buckets), dtype=np.int64)
+    keep = None if g is None else g >= 0
+    for j in range(x.shape[1]):
+        col = x[:, j] if keep is None else x[keep, j]
+        if g is None:
+            b = _bucket(col, lo[j], inv_width[j], n_buckets)
+        else:
+            b = g[keep].astype(np.int64) * per_group + _bucket(col, lo[j], inv_width[j],
+                                                               per_group)
+        out[j] = np.bincount(b, minlength=n_buckets)
+    return out
+
+
+def _split_block(x, lo, inv_width, n_buckets, lut, n_parts, g=None, per_group=0, span=None):
+    """The chunk's values of every column cut into the sorting partitions: a flat list
+    (column-major) of ``n_parts`` pieces per column; with groups, pieces are (keys, groups)."""
+    keep = None if g is None else g >= 0
+    out = []
+    for j in range(x.shape[1]):
+        col = x[:, j] if keep is None else x[keep, j]
+        if g is not None:
+            gk = g[keep]
+            key = (col - lo[j]) + gk.astype(float) * span[j]  # LocalEngine's sort key
+            b = gk.astype(np.int64) * per_group + _bucket(col, lo[j], inv_width[j], per_group)
+        else:
+            key = col
+            b = _bucket(col, lo[j], inv_width[j], n_buckets) if n_parts > 1 else None
+        if n_parts == 1:
+            out.append(key if g is None else (key, gk))
+            continue
+        part = lut[j][b]
+        order = np.argsort(part, kind="stable")
+        edges = np.searchsorted(part[order], np.arange(n_parts + 1))
+        for p in range(n_parts):
+            rows = order[edges[p] : edges[p + 1]]
+            out.append(key[rows] if g is None else (key[rows], gk[rows]))
+    return out
+
+
+def _sort_part(*pieces):
+    """One partition sorted: ``(gaps, first, last)`` (None when it is empty)."""
+    v = np.sort(np.concatenate(pieces)) if pieces else np.zeros(0)
+    if v.size == 0:
+        return None
+    return np.subtract(v[1:], v[:-1]), v[0], v[-1]
+
+
+def _sort_columns(cols, dtype, *blocks):
+    """Columns ``cols`` of all chunks sorted in one task: their gaps, (len(cols), n - 1)."""
+    v = np.sort(np.concatenate([b[:, cols] for b in blocks]).astype(dtype, copy=False), axis=0)
+    return np.subtract(v[1:], v[:-1]).T
+
+
+def _sort_group_part(span, *pieces):
+    """One partition of (key, group) sorted: gaps within groups, as LocalEngine computes them
+    (``(key - g * span)`` of consecutive keys), plus the first and last (value, group)."""
+    keys = np.concatenate([p[0] for p in pieces]) if pieces else np.zeros(0)
+    if keys.size == 0:
+        return None
+    groups = np.concatenate([p[1] for p in pieces])
+    order = np.argsort(keys, kind="stable")
+    gs = groups[order]
+    v = keys[order] - gs.astype(float) * span
+    same = gs[1:] == gs[:-1]
+    return np.maximum(np.diff(v)[same], 0.0), (v[0], gs[0]), (v[-1], gs[-1])
+
+
+def _partition_lut(hist, n_parts):
+    """Per column, the partition of every bucket: consecutive buckets, ~equal counts."""
+    lut = np.empty(hist.shape, dtype=np.int64)
+    for j, h in enumerate(hist):
+        cum = np.cumsum(h) - h  # values before each bucket
+        total = max(int(h.sum()), 1)
+        lut[j] = np.minimum(cum * n_parts // total, n_parts - 1)
+    return lut
+
+
+def _cell_keys(x, origin, width, lo, span, strides, n_parts, part_width):
+    """The chunk's cell keys (as LocalEngine computes them), counted and cut by key range."""
+    idx = np.floor((x - origin) / width).astype(np.int64)
+    idx -= lo
+    np.clip(idx, 0, span - 1, out=idx)
+    keys, counts = np.unique(idx @ strides, return_counts=True)
+    edges = np.searchsorted(keys, np.arange(n_parts + 1) * part_width)
+    return [(keys[a:b], counts[a:b]) for a, b in zip(edges[:-1], edges[1:], strict=True)]
+
+
+def _merge_cells(*pieces):
+    keys = np.concatenate([p[0] for p in pieces])
+    counts = np.concatenate([p[1] for p in pieces])
+    ukeys, inv = np.unique(keys, return_inverse=True)
+    return ukeys, np.bincount(inv, weights=counts, minlength=ukeys.size).astype(np.int64)
+
+
+def _merge_cell_rows(*pieces):
+    cells = np.concatenate([p[0] for p in pieces])
+    counts = np.concatenate([p[1] for p in pieces])
+    ucells, inv = np.unique(cells, axis=0, return_inverse=True)
+    return ucells, np.bincount(inv.ravel(), weights=counts, minlength=len(ucells)).astype(
+        np.int64)
+
+
+def _stitch(parts, out) -> None:
+    """Write one column's sorted-partition results into ``out`` (n - 1 gaps, in order)."""
+    pos, last = 0, None
+    for r in parts:
+        if r is None:
+            continue
+        gaps, first, end = r
+        if last is not None:
+            out[pos] = first - last  # the gap across the partition edge
+            pos += 1
+        out[pos : pos + gaps.size] = gaps
+        pos += gaps.size
+        last = end
+
+
+def _stitch_groups(parts):
+    """One column's grouped results: (gaps, groups of the gaps) in (group, value) order."""
+    gaps, gid, last = [], [], None
+    for r in parts:
+        if r is None:
+            continue
+        g_in, (v0, g0), end = r
+        if last is not None and last[1] == g0:
+            gaps.append(np.array([max(v0 - last[0], 0.0)]))
+            gid.append(np.array([g0]))
+        gaps.append(g_in)
+        last = end
+    return (np.concatenate(gaps) if gaps else np.zeros(0)), gid
+
+
+class DaskGrouping(Grouping):
+    """Group index per record (-1 = in no group), a persisted dask array aligned with the
+    records' row chunks."""
+
+    def __init__(self, group, n_groups: int):
+        self.group = group
+        self.n_groups = int(n_groups)
+        self.blocks = list(group.to_delayed())
+
+
+class DaskEngine(Engine):
+    """Records held in a ``dask.array`` on a ``distributed`` cluster, clipped to the public
+    bounds.
+
+    Parameters
+    ----------
+    X : dask.array.Array, DaskData or numpy.ndarray
+        (n, d) finite numbers (float32 is kept as float32, anything else becomes float64).
+        Validate user input with :func:`as_dask_data` first; the engine assumes finite values.
+    bounds : (d, 2) public bounds.
+    retries : int, default 2
+        How often the scheduler may rerun a failed task (tasks are pure: a rerun returns the
+        same aggregate and draws nothing).
+
+    Notes
+    -----
+    Computations run on the current ``distributed`` client; without one, the engine starts a
+    ``LocalCluster`` of its own (one worker, a thread per core) and closes it when the engine
+    is garbage-collected (at the end of the fit).
+    """
+
+    def __init__(self, X, bounds, *, retries: int = 2, _transform=None):
+        self.bounds = np.asarray(bounds, dtype=float)
+        self.retries = int(retries)
+        raw = _as_array(X)
+        self._client, cluster = _client_or_local()
+        if cluster is not None:
+            weakref.finalize(self, _close, self._client, cluster)
+        if _transform is None:
+            dtype = raw.dtype if raw.dtype in (np.float32, np.float64) else np.dtype(np.float64)
+            lo = self.bounds[:, 0].astype(dtype)
+            hi = self.bounds[:, 1].astype(dtype)
+            clipped = raw.map_blocks(np.clip, lo, hi, dtype=dtype)
+        else:  # (transform, dtype, lo, hi): a public map applied before the engine's clip
+            fn, dtype, lo, hi = _transform
+            clipped = raw.map_blocks(fn, dtype=dtype)
+        outside = raw.map_blocks(_outside, lo, hi, drop_axis=1, chunks=((1,) * raw.numblocks[0],),
+                                 dtype=np.int64)
+        self.X, outside = self._client.persist([clipped, outside], retries=self.retries)
+        # Local diagnostic for the data holder; never part of a release.
+        self.n_clipped_records = int(self._compute(outside.sum())[0])
+        self._proto = LocalEngine(np.zeros((0, self.X.shape[1]), dtype=dtype), self.bounds)
+        self._xblocks = list(self.X.to_delayed()[:, 0])
+
+    @property
+    def n_records(self) -> int:
+        """Exact n: for engine-internal use and tests, never released without noise."""
+        return int(self.X.shape[0])
+
+    def _compute(self, *objs):
+        futures = self._client.compute(list(objs), retries=self.retries)
+        return self._client.gather(futures)
+
+    def _agg(self, method, grouping, *args, **kwargs):
+        """A LocalEngine query on every chunk, the chunk results added in a fixed tree."""
+        gs = grouping.blocks if grouping is not None else [None] * len(self._xblocks)
+        n_groups = grouping.n_groups if grouping is not None else 0
+        parts = [delayed(_on_block)(self._proto, method, x, g, n_groups, args, kwargs)
+                 for x, g in zip(self._xblocks, gs, strict=True)]
+        return self._compute(_tree(parts))[0]
+
+    def _regroup(self, method, grouping, args, n_groups):
+        g = da.blockwise(_on_block, "i", self._proto, None, method, None, self.X, "ij",
+                         grouping.group, "i", grouping.n_groups, None, args, None, {}, None,
+                         dtype=np.int32, concatenate=True)
+        return DaskGrouping(self._client.persist(g, retries=self.retries), n_groups)
+
+    # groupings -------------------------------------------------------------------------
+    def root(self) -> DaskGrouping:
+        g = da.zeros(self.X.shape[0], chunks=(self.X.chunks[0],), dtype=np.int32)
+        return DaskGrouping(self._client.persist(g), 1)
+
+    def regroup(self, grouping, feature, threshold, left, right, n_groups) -> DaskGrouping:
+        args = tuple(np.asarray(a) for a in (feature, threshold, left, right)) + (n_groups,)
+        return self._regroup("regroup", grouping, args, n_groups)
+
+    def regroup_oblique(self, grouping, normal, offset, left, right, n_groups) -> DaskGrouping:
+        args = tuple(np.asarray(a) for a in (normal, offset, left, right)) + (n_groups,)
+        return self._regroup("regroup_oblique", grouping, args, n_groups)
+
+    # aggregates ------------------------------------------------------------------------
+    def count(self, grouping) -> np.ndarray:
+        return self._agg("count", grouping)
+
+    def axis_histogram(self, grouping, lo, width, n_bins) -> np.ndarray:
+        return self._agg("axis_histogram", grouping, np.asarray(lo, dtype=float),
+                         np.asarray(width, dtype=float), int(n_bins))
+
+    def centred_sums(self, grouping, centres) -> np.ndarray:
+        return self._agg("centred_sums", grouping, np.asarray(centres, dtype=float))
+
+    def lattice_misses(self, feature, steps):
+        return self._agg("lattice_misses", None, int(feature), np.asarray(steps, dtype=float))
+
+    def assignment_stats(self, assignment, *, second_moments=False, squared_norms=False):
+        if isinstance(assignment, NearestCentre):  # the chunks need no cache of their own
+            assignment = NearestCentre(np.asarray(assignment.centres, dtype=float))
+        counts, sums, moments, sq = self._agg("assignment_stats", None, assignment,
+                                              second_moments=second_moments,
+                                              squared_norms=squared_norms)
+        return AssignmentStats(counts, sums, moments, sq)
+
+    def zone_cell_counts(self, centres, zone_centres, zone_radii, cell_centres) -> np.ndarray:
+        return self._agg("zone_cell_counts", None, *(np.asarray(a, dtype=float) for a in (
+            centres, zone_centres, zone_radii, cell_centres)))
+
+    def zone_records(self, centres, zone_centres, zone_radii):
+        raise NotImplementedError(
+            "zone_records is not available on the Dask engine: it returns records, not "
+            "aggregates (only faithful, non-private reproductions ask for it); load the data "
+            "into memory (a NumPy array) for those variants")
+
+    def cell_counts(self, origin, cell_width):
+        origin = np.asarray(origin, dtype=float)
+        cell_width = np.asarray(cell_width, dtype=float)
+        n, d = self.X.shape
+        if n == 0:
+            return np.zeros((0, d), dtype=np.int64), np.zeros(0, dtype=np.int64)
+        lo = np.floor((self.bounds[:, 0] - origin) / cell_width).astype(np.int64)
+        hi = np.floor((self.bounds[:, 1] - origin) / cell_width).astype(np.int64)
+        span = hi - lo + 1
+        if float(np.prod(span.astype(float))) >= 2.0**62:  # keys would overflow: rows
+            parts = [delayed(_on_block)(self._proto, "cell_counts", x, None, 0,
+                                        (origin, cell_width), {}) for x in self._xblocks]
+            return self._compute(delayed(_merge_cell_rows)(*parts))[0]
+        strides = np.cumprod(np.r_[1, span[:0:-1]])[::-1].astype(np.int64)
+        total = int(np.prod(span))
+        n_parts = max(1, min(-(-n // _PART_VALUES), total))
+        width = -(-total // n_parts)  # key range per partition
+        splits = [delayed(_cell_keys, nout=n_parts)(x, origin, cell_width, lo, span, strides,
+                                                     n_parts, width) for x in self._xblocks]
+        res = self._compute(*[delayed(_merge_cells)(*[s[p] for s in splits])
+                              for p in range(n_parts)])
+        ukeys = np.concatenate([r[0] for r in res])  # partitions are key ranges, in order
+        counts = np.concatenate([r[1] for r in res])
+        cells = np.empty((ukeys.size, d), dtype=np.int64)
+        rest = ukeys
+        for j in range(d):
+            cells[:, j], rest = np.divmod(rest, strides[j])
+        cells += lo
+        return cells, counts
+
+    # neighbour gaps: a distributed bucket sort per feature -----------------------------
+    def _sort_pass(self, blocks, lo, inv_width, n_values, n_cols, groups=None, span=None):
+        """Sort every column of ``blocks`` across chunks; the per-partition results in column
+        order (``n_parts`` per column) and ``n_parts``."""
+        n_parts = max(1, -(-n_values // _PART_VALUES))
+        n_buckets, per_group, lut = 1, 0, None
+        gblocks = groups.blocks if groups is not None else [None] * len(blocks)
+        if groups is not None:
+            per_group = max(1, -(-256 * n_parts // max(groups.n_groups, 1)))
+            n_buckets = per_group * groups.n_groups
+        if n_parts > 1:
+            n_buckets = n_buckets if groups is not None else 256 * n_parts
+            hist = self._compute(_tree([
+                delayed(_bucket_hist)(x, lo, inv_width, n_buckets, g, per_group)
+                for x, g in zip(blocks, gblocks, strict=True)]))[0]
+            lut = _partition_lut(hist, n_parts)
+        splits = [delayed(_split_block, nout=n_cols * n_parts)(
+            x, lo, inv_width, n_buckets, lut, n_parts, g, per_group, span)
+            for x, g in zip(blocks, gblocks, strict=True)]
+        if groups is None:
+            parts = [delayed(_sort_part)(*[s[k] for s in splits]) for k in range(n_cols * n_parts)]
+        else:
+            parts = [delayed(_sort_group_part)(span[k // n_parts], *[s[k] for s in splits])
+                     for k in range(n_cols * n_parts)]
+        return self._compute(*parts), n_parts
+
+    def neighbour_gaps(self, dtype=np.float32, dither=None) -> np.ndarray:
+        """Gaps per dimension, (n-1, d), in ``dtype``: equal to the NumPy engine's, in the same
+        order. ``dither``'s offsets are drawn here, on the client, in the NumPy engine's order
+        (one call per dithered dimension); only the resulting public values reach the tasks."""
+        n, d = self.X.shape
+        gaps = np.empty((d, max(n - 1, 0)), dtype=dtype)
+        if n == 0:
+            return gaps.T
+        rows = self.X.chunks[0]
+        batch = max(1, _BATCH_VALUES // n)
+        for start in range(0, d, batch):
+            cols, pad = [], []
+            for j in range(start, min(d, start + batch)):
+                col = self.X[:, j]
+                w = 0.0
+                if dither is not None and dither[0][j] > 0:
+                    w = dither[0][j]
+                    col = col + da.from_array(w * np.asarray(dither[1](n)), chunks=(rows,))
+                cols.append(col.astype(dtype))
+                pad.append(abs(w))
+            js = np.arange(start, start + len(cols))
+            lo = self.bounds[js, 0] - np.asarray(pad)
+            inv_width = 1.0 / (self.bounds[js, 1] - self.bounds[js, 0] + 2 * np.asarray(pad))
+            if n <= _PART_VALUES and not any(pad):  # a few tasks sort whole columns
+                groups = np.array_split(js, min(len(cols), 4))
+                res = self._compute(*[delayed(_sort_columns)(c, dtype, *self._xblocks)
+                                      for c in groups])
+                for c, r in zip(groups, res, strict=True):
+                    gaps[c] = r
+                continue
+            blocks = list(da.stack(cols, axis=1).rechunk({1: -1}).to_delayed()[:, 0])
+            if n <= _PART_VALUES:
+                groups = np.array_split(np.arange(len(cols)), min(len(cols), 4))
+                res = self._compute(*[delayed(_sort_columns)(c, dtype, *blocks)
+                                      for c in groups])
+                for c, r in zip(groups, res, strict=True):
+                    gaps[js[c]] = r
+                continue
+            res, n_parts = self._sort_pass(blocks, lo,
+                                           inv_width * 256 * max(1, -(-n // _PART_VALUES)),
+                                           n, len(cols))
+            for i, j in enumerate(js):
+                _stitch(res[i * n_parts : (i + 1) * n_parts], gaps[j])
+        return gaps.T
+
+    def group_neighbour_gaps(self, grouping):
+        """Per group and dimension, the gaps between consecutive sorted values of the group's
+        records: ``(gaps (m, d) float64, group (m,))``, equal to the NumPy engine's."""
+        n_g = self.count(grouping)
+        m = int(np.maximum(n_g - 1, 0).sum())
+        d = self.n_features
+        gid = np.repeat(np.arange(grouping.n_groups), np.maximum(n_g - 1, 0)).astype(
+            np.int32 if grouping.n_groups < 2**31 else np.int64)
+        out = np.empty((m, d))
+        if m == 0:
+            return out, gid
+        n_in = int(n_g.sum())
+        lo = self.bounds[:, 0]
+        rng = self.bounds[:, 1] - lo
+        batch = max(1, _BATCH_VALUES // n_in)
+        for start in range(0, d, batch):
+            js = np.arange(start, min(d, start + batch))
+            sub = self.X[:, start : start + js.size]
+            n_parts = max(1, -(-n_in // _PART_VALUES))
+            per_group = max(1, -(-256 * n_parts // max(grouping.n_groups, 1)))
+            res, n_parts = self._sort_pass(list(sub.to_delayed()[:, 0]), lo[js],
+                                           per_group / rng[js], n_in, js.size, grouping,
+                                           2.0 * rng[js])
+            for i, j in enumerate(js):
+                out[:, j] = _stitch_groups(res[i * n_parts : (i + 1) * n_parts])[0]
+        return out, gid
+
+
+def _as_array(X):
+    """A dask array with known row chunks and one chunk along the features."""
+    if isinstance(X, DaskData):
+        return X.array
+    if isinstance(X, np.ndarray):
+        return da.from_array(X, chunks=(max(1, _PART_VALUES // max(X.shape[1], 1)), -1))
+    if any(math.isnan(c) for c in X.chunks[0]):
+        X = X.compute_chunk_sizes()
+    return X.rechunk({1: -1}) if X.numblocks[1] != 1 else X
+
+
+def unit_box_engine(X, bounds) -> DaskEngine:
+    """The mixture's engine: records clipped to ``bounds`` and mapped to ``[-1, 1]^d`` (a public
+    map), as ``privclust.cluster.mixture`` builds it for NumPy input, in one persisted pass;
+    ``n_clipped_records`` counts the records outside ``bounds``."""
+    bounds = np.asarray(bounds, dtype=float)
+    lo, hi = bounds[:, 0], bounds[:, 1]
+    mid, half = (lo + hi) / 2.0, (hi - lo) / 2.0
+
+    def to_unit(x):
+        return np.clip((np.clip(x, lo, hi) - mid) / half, -1.0, 1.0)
+
+    d = bounds.shape[0]
+    return DaskEngine(X, np.tile([-1.0, 1.0], (d, 1)),
+                      _transform=(to_unit, np.dtype(np.float64), lo, hi))

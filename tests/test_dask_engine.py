@@ -1,0 +1,266 @@
+"""The Dask engine: every query equals the NumPy engine's, every estimator releases the same on
+NumPy and Dask input (for several chunkings), retried tasks draw no noise, Parquet input.
+
+Tolerances: counts, histograms, cells, labels and neighbour gaps are compared exactly; float
+sums are compared to ``FLOAT_TOL`` relative to the sum of absolute values (the engines add the
+same float64 values in different orders; the bound is ``(n - 1) 2^-53 sum|x|``).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import pytest
+
+da = pytest.importorskip("dask.array")
+pytest.importorskip("distributed")
+
+from distributed import Client, LocalCluster  # noqa: E402
+from sklearn.base import clone  # noqa: E402
+from sklearn.datasets import make_blobs  # noqa: E402
+
+import privclust.engine.dask as dask_engine  # noqa: E402
+from privclust import (  # noqa: E402
+    DPDBSCAN,
+    DPM,
+    DPGaussianMixture,
+    DPLloyd,
+    MorseMerging,
+)
+from privclust.engine import LocalEngine, MostLikelyComponent  # noqa: E402
+from privclust.engine.dask import DaskData, DaskEngine, as_dask_data  # noqa: E402
+
+FLOAT_TOL = 1e-12
+CHUNKINGS = {
+    "one": lambda n: (n,),
+    "uneven": lambda n: (7, n // 2 - 7, n - n // 2),
+    "one-row": lambda n: (1, n - 1),
+    "empty": lambda n: (5, 0, n - 5),
+}
+
+
+@pytest.fixture(scope="module")
+def client():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                               dashboard_address=None)
+        c = Client(cluster)
+    yield c
+    c.close()
+    cluster.close()
+
+
+def _data(n=400, d=3, dtype=np.float64, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d)) * 2.5
+    X[::3, 0] = np.round(X[::3, 0])  # ties, for the gaps and the lattice
+    return X.astype(dtype)
+
+
+def _engines(X, bounds, chunking):
+    Xd = da.from_array(X, chunks=(CHUNKINGS[chunking](X.shape[0]), X.shape[1]))
+    return LocalEngine(X, bounds), DaskEngine(Xd, bounds)
+
+
+def _offsets(n):
+    """Public dither offsets in [-1/2, 1/2)."""
+    return np.linspace(-0.5, 0.49, n)
+
+
+def _close(a, b):
+    scale = max(1.0, float(np.abs(a).max(initial=0.0)))
+    np.testing.assert_allclose(a, b, rtol=0, atol=FLOAT_TOL * scale * 1e3)
+
+
+@pytest.mark.parametrize("small_parts", [False, True], ids=["one-part", "many-parts"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("chunking", list(CHUNKINGS))
+def test_queries_equal_local(client, monkeypatch, chunking, dtype, small_parts):
+    if small_parts:  # several sorting partitions and cell-key ranges
+        monkeypatch.setattr(dask_engine, "_PART_VALUES", 97)
+    X = _data(dtype=dtype)
+    b = np.tile([-6.0, 6.0], (3, 1))
+    L, D = _engines(X, b, chunking)
+    assert D.n_clipped_records == L.n_clipped_records > 0
+    assert D.X.dtype == L.X.dtype and D.n_records == L.n_records
+    gl, gd = L.root(), D.root()
+    np.testing.assert_array_equal(L.count(gl), D.count(gd))
+    args = ([0, -1], [0.5, 0.0], [0, 2], [1, 2], 3)
+    gl, gd = L.regroup(gl, *args[:4], 2), D.regroup(gd, *args[:4], 2)
+    gl, gd = L.regroup(gl, *args), D.regroup(gd, *args)
+    np.testing.assert_array_equal(L.count(gl), D.count(gd))
+    obl = (np.array([0.3, -0.2, 1.0]), [0.1, 0.0, 0.2], [0, 1, -1], [1, 1, 2], 3)
+    np.testing.assert_array_equal(L.count(L.regroup_oblique(gl, *obl)),
+                                  D.count(D.regroup_oblique(gd, *obl)))
+    for lo, w in [(b[:, 0], np.full(3, 0.7)), (np.zeros((3, 3)) - 4, np.full((3, 3), 0.5))]:
+        np.testing.assert_array_equal(L.axis_histogram(gl, lo, w, 16),
+                                      D.axis_histogram(gd, lo, w, 16))
+    centres = np.arange(9.0).reshape(3, 3) / 10
+    _close(L.centred_sums(gl, centres), D.centred_sums(gd, centres))
+    np.testing.assert_array_equal(L.neighbour_gaps(), D.neighbour_gaps())
+    np.testing.assert_array_equal(L.neighbour_gaps(np.float64), D.neighbour_gaps(np.float64))
+    dither = (np.array([0.5, 0.0, 0.1]), _offsets)
+    np.testing.assert_array_equal(L.neighbour_gaps(dither=dither),
+                                  D.neighbour_gaps(dither=dither))
+    for a, c in zip(L.group_neighbour_gaps(gl), D.group_neighbour_gaps(gd), strict=True):
+        np.testing.assert_array_equal(a, c)
+    np.testing.assert_array_equal(L.lattice_misses(0, [1.0, 0.5, 0.25]),
+                                  D.lattice_misses(0, [1.0, 0.5, 0.25]))
+    for width in (0.4, 2e-6):  # integer cell keys; rows when the keys would overflow
+        for a, c in zip(L.cell_counts(b[:, 0], np.full(3, width)),
+                        D.cell_counts(b[:, 0], np.full(3, width)), strict=True):
+            np.testing.assert_array_equal(a, c)
+    _check_assignments(L, D)
+
+
+def _check_assignments(L, D):
+    centres = np.array([[0.0, 0, 0], [2, 2, 0], [-2, 1, 1]])
+    for a, c in zip(L.nearest_centre_moments(centres), D.nearest_centre_moments(centres),
+                    strict=True):
+        _close(a, c)
+    chol = np.stack([np.eye(3) * s for s in (1.0, 2.0, 0.5)])
+    ml = MostLikelyComponent(centres, chol, np.log([0.2, 0.5, 0.3]))
+    sl = L.assignment_stats(ml, second_moments=True, squared_norms=True)
+    sd = D.assignment_stats(ml, second_moments=True, squared_norms=True)
+    np.testing.assert_array_equal(sl.counts, sd.counts)
+    for name in ("sums", "moments", "sq_norms"):
+        _close(getattr(sl, name), getattr(sd, name))
+    zc, zr = centres + 0.1, np.array([1.5, 2.0, 1.0])
+    cells = centres[:, None, :] + np.random.default_rng(1).normal(size=(3, 4, 3))
+    np.testing.assert_array_equal(L.zone_cell_counts(centres, zc, zr, cells),
+                                  D.zone_cell_counts(centres, zc, zr, cells))
+    with pytest.raises(NotImplementedError, match="not available on the Dask engine"):
+        D.zone_records(centres, zc, zr)
+
+
+# ------------------------------------------------------------------------ estimators
+def _blobs(n=2000, d=2, seed=0):
+    X, _ = make_blobs(n, d, centers=4, cluster_std=1.0, center_box=(-8, 8), random_state=seed)
+    return X
+
+
+ESTIMATORS = {
+    "DPM": lambda: DPM(epsilon=1.0, bounds=(-12, 12), random_state=3),
+    "DPDBSCAN": lambda: DPDBSCAN(epsilon=1.0, eps=0.8, min_samples=20, bounds=(-12, 12),
+                                 random_state=3),
+    "DPLloyd": lambda: DPLloyd(epsilon=1.0, n_clusters=4, bounds=(-12, 12), random_state=3),
+    "DPGaussianMixture": lambda: DPGaussianMixture(epsilon=1.0, n_components=4,
+                                                   bounds=(-12, 12), random_state=3),
+    "Morse(DPLloyd)": lambda: MorseMerging(
+        DPLloyd(epsilon=1.0, n_clusters=6, bounds=(-12, 12)), 2, epsilon=2.0, delta=1e-6,
+        random_state=3),
+}
+RELEASED = ("cluster_centers_", "cluster_sizes_", "noisy_counts_", "n_hat_", "span_cells_",
+            "span_labels_", "weights_", "covariances_", "labels_")
+
+
+def _assert_same_fit(a, b):
+    ra, rb = a.privacy_report_, b.privacy_report_
+    assert len(ra.releases) == len(rb.releases)
+    for x, y in zip(ra.releases, rb.releases, strict=True):
+        dx, dy = x.to_dict(), y.to_dict()
+        for key, vx in dx.items():
+            if isinstance(vx, float):
+                assert vx == pytest.approx(dy[key], rel=1e-9, abs=1e-12), key
+            else:
+                assert vx == dy[key], key
+    for name in RELEASED:
+        if hasattr(a, name):
+            va, vb = np.asarray(getattr(a, name)), np.asarray(getattr(b, name))
+            if va.dtype.kind in "iubO":
+                np.testing.assert_array_equal(va, vb, err_msg=name)
+            else:
+                _close(va, vb)
+
+
+@pytest.mark.parametrize("chunks", [(2000,), (1, 700, 0, 1299)], ids=["one", "uneven"])
+@pytest.mark.parametrize("name", list(ESTIMATORS))
+def test_estimators_release_the_same(client, name, chunks):
+    X = _blobs()
+    est = ESTIMATORS[name]()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        a = clone(est).fit(X)
+        b = clone(est).fit(da.from_array(X, chunks=(chunks, 2)))
+    _assert_same_fit(a, b)
+    assert b.n_features_in_ == 2
+
+
+def test_retried_tasks_draw_no_noise(client, monkeypatch):
+    """Chunk tasks that fail once are rerun by the scheduler; the fit's generator ends in the
+    same state as after the NumPy fit (tasks never touch it), and the ledger is the same."""
+    # state kept in an importable module: tasks are serialised, closures would be copied
+    monkeypatch.setattr(dask_engine, "_test_failed", set(), raising=False)
+    real = dask_engine._on_block
+
+    def flaky(proto, method, *args):
+        if method not in dask_engine._test_failed:  # every query kind fails once
+            dask_engine._test_failed.add(method)
+            raise OSError("simulated worker failure")
+        return real(proto, method, *args)
+
+    monkeypatch.setattr(dask_engine, "_on_block", flaky)
+    X = _blobs()
+    for make in (ESTIMATORS["DPM"], ESTIMATORS["DPLloyd"]):
+        g_np, g_dask = np.random.default_rng(11), np.random.default_rng(11)
+        a = make().set_params(random_state=g_np).fit(X)
+        b = make().set_params(random_state=g_dask).fit(da.from_array(X, chunks=300))
+        assert g_np.bit_generator.state == g_dask.bit_generator.state
+        _assert_same_fit(a, b)
+    assert {"count", "regroup", "assignment_stats"} <= dask_engine._test_failed
+
+
+# ------------------------------------------------------------------------ input routes
+def test_parquet_and_dataframe_input(client, tmp_path):
+    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pyarrow")
+    dd = pytest.importorskip("dask.dataframe")
+    X = _blobs(1500)
+    folder = tmp_path / "data"
+    folder.mkdir()
+    for i, part in enumerate(np.array_split(X, 3)):
+        pd.DataFrame(part, columns=["a", "b"]).to_parquet(folder / f"part{i}.parquet")
+    est = ESTIMATORS["DPM"]()
+    ref = clone(est).fit(X)
+    for source in (str(folder), folder / "part0.parquet"):
+        model = clone(est).fit(source)
+        assert list(model.feature_names_in_) == ["a", "b"] and model.n_features_in_ == 2
+    model = clone(est).fit(str(folder))
+    _assert_same_fit(ref, model)
+    frame = dd.from_pandas(pd.DataFrame(X, columns=["a", "b"]), npartitions=4)
+    _assert_same_fit(ref, clone(est).fit(frame))
+    assert list(model.predict(frame)) == list(ref.labels_)
+
+
+def test_validation_is_one_pass_and_refuses_nan(client, monkeypatch):
+    X = _blobs(600)
+    monkeypatch.setattr(dask_engine, "_test_rows", [], raising=False)
+
+    def counted(block):
+        dask_engine._test_rows.append(block.shape[0])
+        return block
+
+    Xd = da.from_array(X, chunks=100).map_blocks(counted, dtype=X.dtype, meta=X[:0])
+    data = as_dask_data(Xd)
+    assert isinstance(data, DaskData) and data.shape == (600, 2)
+    assert sum(dask_engine._test_rows) == 600  # every row read once
+    assert as_dask_data(Xd) is data  # validated once per input, even inside nested fits
+    assert sum(dask_engine._test_rows) == 600
+    bad = X.copy()
+    bad[250, 1] = np.nan
+    with pytest.raises(ValueError, match="row 250, column 1"):
+        DPM(epsilon=1.0, bounds=(-12, 12)).fit(da.from_array(bad, chunks=100))
+    with pytest.raises(ValueError, match="2-D"):
+        DPM(epsilon=1.0, bounds=(-12, 12)).fit(da.zeros((5, 2, 2)))
+
+
+def test_core_import_needs_no_dask():
+    code = ("import sys, numpy as np; from privclust import DPM; "
+            "DPM(epsilon=1.0, bounds=(-1, 1), random_state=0).fit(np.zeros((50, 2))); "
+            "assert not any(m.split('.')[0] in ('dask', 'distributed') for m in sys.modules), "
+            "'dask imported'")
+    subprocess.run([sys.executable, "-c", code], check=True)
