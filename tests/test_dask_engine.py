@@ -264,3 +264,29 @@ def test_core_import_needs_no_dask():
             "assert not any(m.split('.')[0] in ('dask', 'distributed') for m in sys.modules), "
             "'dask imported'")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_command_line_on_a_parquet_folder(client, tmp_path, capsys):
+    """``privclust cluster DIR --engine dask --scheduler ADDRESS`` on a Parquet folder gives
+    the same model as the NumPy engine on the same records (same seed)."""
+    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pyarrow")
+    from privclust import cli, io
+
+    X = _blobs(3000, 2)
+    folder = tmp_path / "data.parquet"
+    folder.mkdir()
+    for i, part in enumerate(np.array_split(X, 3)):
+        pd.DataFrame(part, columns=["a", "b"]).to_parquet(folder / f"part{i}.parquet")
+    np.save(tmp_path / "X.npy", X)
+    common = ["--algorithm", "lloyd", "--n-clusters", "3", "--epsilon", "1", "--bounds", "-12",
+              "12", "--seed", "4"]
+    assert cli.main(["cluster", str(folder), *common, "--engine", "dask", "--scheduler",
+                     client.scheduler.address, "--out", str(tmp_path / "d.json")]) == 0
+    assert cli.main(["cluster", str(tmp_path / "X.npy"), *common,
+                     "--out", str(tmp_path / "n.json")]) == 0
+    d, n = io.load_model(tmp_path / "d.json"), io.load_model(tmp_path / "n.json")
+    np.testing.assert_allclose(d.cluster_centers_, n.cluster_centers_, rtol=1e-9, atol=1e-9)
+    assert "3,000 points x 2 feature(s)" in capsys.readouterr().out
+    assert cli.main(["cluster", str(tmp_path / "X.npy"), *common, "--scheduler", "x"]) == 2
+    assert "--scheduler applies to --engine dask only" in capsys.readouterr().err

@@ -196,6 +196,21 @@ def _add_cluster_parser(sub, run) -> None:
     )
     _add_budget_options(p)
     _add_algorithm_options(p)
+    g = p.add_argument_group("engine (data beyond one machine's memory)")
+    g.add_argument(
+        "--engine",
+        choices=("numpy", "dask"),
+        default="numpy",
+        help="numpy: the data in memory (default); dask: a Parquet file or folder (or a CSV) "
+        "read lazily on a Dask cluster (pip install 'privclust[dask]')",
+    )
+    g.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        default=None,
+        help="with --engine dask: a running Dask scheduler, e.g. tcp://host:8786 (default: a "
+        "local cluster for this run)",
+    )
     g = p.add_argument_group("output")
     g.add_argument("--out", metavar="MODEL.json", help="write the fitted model as JSON")
     g.add_argument("--plot", metavar="FIG.png", help="write a plot of the clusters")

@@ -84,6 +84,47 @@ def _read_data(path: str, has_header) -> tuple[np.ndarray, list[str]]:
         raise ValueError(f"{exc} (rows and columns counted from 0, header excluded)") from None
 
 
+def _read_dask_data(path: str, has_header):
+    """A Parquet file or folder (or a CSV) as lazy, validated data for the Dask engine."""
+    from .cluster._base import is_dask_input
+
+    try:
+        import dask.dataframe as dd
+    except ImportError:
+        raise ValueError("--engine dask needs the dask extra: pip install 'privclust[dask]'") \
+            from None
+    source = path
+    if not is_dask_input(path):
+        if not str(path).lower().endswith((".csv", ".tsv")):
+            raise ValueError(f"--engine dask reads Parquet (a file or a folder) or CSV; got {path}")
+        source = dd.read_csv(path, header=0 if has_header is not False else None,
+                             sep="\t" if str(path).lower().endswith(".tsv") else ",")
+    data = check_data(source, name=str(path))
+    return data, list(data.columns) if data.columns else [f"x{j}" for j in range(data.shape[1])]
+
+
+@contextlib.contextmanager
+def _dask_client(args):
+    """The Dask client of an ``--engine dask`` run: the scheduler given, or none (the engine then
+    starts a local cluster for the fit)."""
+    if args.engine != "dask":
+        if args.scheduler is not None:
+            raise ValueError("--scheduler applies to --engine dask only")
+        yield None
+        return
+    try:
+        from distributed import Client
+    except ImportError:
+        raise ValueError("--engine dask needs the dask extra: pip install 'privclust[dask]'") \
+            from None
+    client = Client(args.scheduler) if args.scheduler else None
+    try:
+        yield client
+    finally:
+        if client is not None:
+            client.close()
+
+
 def _read_bounds(args, n_features: int) -> np.ndarray:
     if args.bounds is not None:
         try:
@@ -214,9 +255,15 @@ def _cmd_cluster(args) -> int:
     if args.variant == "faithful":
         _warn_line(_FAITHFUL_WARNING)
 
-    with _progress(total=2) as bar:
+    if plot is not None and args.engine == "dask":
+        raise ValueError("--plot draws the data points, which --engine dask does not bring to "
+                         "this machine; leave out --plot")
+    with _dask_client(args), _progress(total=2) as bar:
         bar.set_description_str(f"reading {args.input}")
-        X, names = _read_data(args.input, args.header)
+        if args.engine == "dask":
+            X, names = _read_dask_data(args.input, args.header)
+        else:
+            X, names = _read_data(args.input, args.header)
         bar.update()
         bounds = _read_bounds(args, X.shape[1])
         if plot is not None and algo.plot_2d_only and X.shape[1] != 2:
