@@ -242,19 +242,9 @@ def _describe_fit(name: str, model) -> str:
     return type(model).__name__
 
 
-def _cmd_cluster(args) -> int:
-    name, algo = _check_algorithm(args)
-    # Check every output before the budget is spent.
-    out = _check_output_path(args.out, "model file") if args.out else None
-    plot = None
-    if args.plot:
-        viz.require_matplotlib()
-        plot = viz.check_figure_path(_check_output_path(args.plot, "plot"))
-    if args.seed is not None:
-        _warn_line(_SEED_WARNING)
-    if args.variant == "faithful":
-        _warn_line(_FAITHFUL_WARNING)
-
+def _read_and_fit(args, name: str, algo, plot):
+    """Read the data (in memory, or lazily for ``--engine dask``) and fit; returns
+    ``(model, X, names, title)``."""
     if plot is not None and args.engine == "dask":
         raise ValueError("--plot draws the data points, which --engine dask does not bring to "
                          "this machine; leave out --plot")
@@ -281,6 +271,23 @@ def _cmd_cluster(args) -> int:
         except ValueError as exc:
             raise ValueError(_in_cli_words(str(exc))) from None
         bar.update()
+    return model, X, names, title
+
+
+def _cmd_cluster(args) -> int:
+    name, algo = _check_algorithm(args)
+    # Check every output before the budget is spent.
+    out = _check_output_path(args.out, "model file") if args.out else None
+    plot = None
+    if args.plot:
+        viz.require_matplotlib()
+        plot = viz.check_figure_path(_check_output_path(args.plot, "plot"))
+    if args.seed is not None:
+        _warn_line(_SEED_WARNING)
+    if args.variant == "faithful":
+        _warn_line(_FAITHFUL_WARNING)
+
+    model, X, names, title = _read_and_fit(args, name, algo, plot)
 
     # Write the outputs first: the budget is spent, the release must not be lost.
     if out is not None:
