@@ -247,7 +247,8 @@ def _add_budget_options(p) -> None:
         type=_bounds_pair,
         metavar="LO HI",
         help="public bounds of every feature (points outside are clipped): two numbers in any "
-        "float spelling (--bounds -1e3 1e3) or one pair (--bounds=-10,10)",
+        "float spelling (--bounds -1e3 1e3) or one pair (--bounds=-10,10); or 'private': "
+        "estimated with 10%% of --epsilon (no public bounds needed; sparse tails are clipped)",
     )
     b.add_argument(
         "--bounds-file",
@@ -333,7 +334,10 @@ def _add_algorithm_options(p) -> None:
 
 
 def _bounds_pair(text: str) -> tuple[float, float]:
-    """``--bounds``: "lo,hi" (what :func:`_join_bounds` makes of ``--bounds LO HI``)."""
+    """``--bounds``: "lo,hi" (what :func:`_join_bounds` makes of ``--bounds LO HI``), or
+    "private" (estimated privately from a share of the budget)."""
+    if text.strip().lower() == "private":
+        return "private"
     parts = [t for t in text.replace(",", " ").split() if t]
     if len(parts) != 2:
         raise argparse.ArgumentTypeError(

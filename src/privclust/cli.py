@@ -126,6 +126,8 @@ def _dask_client(args):
 
 
 def _read_bounds(args, n_features: int) -> np.ndarray:
+    if args.bounds == "private":
+        return "private"
     if args.bounds is not None:
         try:
             return check_bounds(args.bounds, n_features)

@@ -361,13 +361,44 @@ class PrivateClusterMixin(ClusterMixin, BaseEstimator):
         fit (Morse merging) the estimator is given a part of the composite's plan instead, and
         the composite's accountant holds the whole (``accountant`` is then None)."""
         part = getattr(self, "_plan_part", None)
+        self._bounds_release = None
         if part is not None:
+            self._bounds_epsilon = None  # a composite fit's part: bounds must be public
             return part, None
         name = type(self).__name__
-        plan = PrivacyPlan(name, epsilon, delta)
+        private = is_private_bounds(getattr(self, "bounds", None))
+        # bounds="private": PRIVATE_BOUNDS_SHARE of epsilon estimates the bounds first
+        self._bounds_epsilon = PRIVATE_BOUNDS_SHARE * epsilon if private else None
+        plan = PrivacyPlan(name, epsilon - (self._bounds_epsilon or 0.0), delta)
         accountant = self._accountant()
-        accountant.check(plan.reserved(), name)
+        accountant.check(plan.reserved() + Budget(self._bounds_epsilon or 0.0, 0.0), name)
+        self._fit_accountant = accountant
         return plan, accountant
+
+    def _fit_bounds(self, X) -> np.ndarray:
+        """The fit's bounds: the public ``bounds``, or with ``bounds="private"`` a private
+        estimate (:func:`privclust.private_bounds`, a release of this fit, booked with the
+        fit's accountant and listed first in its report)."""
+        d = X.shape[1]
+        if not is_private_bounds(self.bounds):
+            return check_bounds(self.bounds, d)
+        if getattr(self, "_bounds_epsilon", None) is None:
+            raise ValueError(
+                "bounds='private' is not available inside a composite fit (MorseMerging's "
+                "base); estimate them first with privclust.private_bounds(X, epsilon) and pass "
+                "the result as bounds"
+            )
+        if is_dask_input(X):
+            raise ValueError("bounds='private' is not available on the Dask engine yet; estimate "
+                             "them on a sample you may spend budget on, or give public bounds")
+        from .bounds import private_bounds  # the module builds on this one
+
+        self._fit_accountant.reserve(Budget(self._bounds_epsilon, 0.0), "private bounds")
+        found = private_bounds(X, self._bounds_epsilon, random_state=_bounds_random_state(
+            self.random_state))
+        self._bounds_release = found
+        self.bounds_ = found.bounds
+        return found.bounds
 
     @staticmethod
     def _reserve_plan(plan, accountant, label: str) -> None:
@@ -380,14 +411,14 @@ class PrivateClusterMixin(ClusterMixin, BaseEstimator):
         if plan.delta_rule:
             plan.on_delta_resolved(lambda actual: accountant.settle(handle, actual))
 
-    @staticmethod
-    def _close_plan(plan, report, accountant) -> None:
+    def _close_plan(self, plan, report, accountant) -> None:
         """The end of every fit: the report states the plan and what was left unspent, and the
         ledger is checked against the plan."""
         report.planned = plan.planned()
         plan.write_into(report)
         report.notes += [n for n in plan.notes if n not in report.notes]
         plan.check_ledger(report)
+        _merge_bounds_release(report, getattr(self, "_bounds_release", None))
         if accountant is not None:
             accountant.attach(report)
 
@@ -468,3 +499,35 @@ def check_positive_int(value, name: str, upper: int | None = None) -> int:
     if upper is not None and value > upper:
         raise ValueError(f"{name}={value} is too large (at most {upper})")
     return int(value)
+
+
+#: Share of epsilon that ``bounds="private"`` spends on estimating the bounds.
+PRIVATE_BOUNDS_SHARE = 0.1
+
+
+def is_private_bounds(bounds) -> bool:
+    """Whether ``bounds`` asks for private bounds (``"private"``)."""
+    return isinstance(bounds, str) and bounds == "private"
+
+
+def _bounds_random_state(random_state):
+    """The bounds release's randomness: secure if the fit's is; from a seed, a stream of its
+    own (never the fit's first draws again)."""
+    if random_state is None or isinstance(random_state, np.random.Generator):
+        return random_state
+    if isinstance(random_state, numbers.Integral):
+        return np.random.default_rng([int(random_state), 0x626F756E64])
+    return random_state
+
+
+def _merge_bounds_release(report, found) -> None:
+    """Put the bounds release of ``bounds="private"`` at the head of the fit's report: its
+    releases, its line item and its share of the planned budget (sequential composition)."""
+    if found is None:
+        return
+    bounds_report = found.privacy_report_
+    report.releases[:0] = bounds_report.releases
+    report.planned = report.planned + bounds_report.planned
+    report.plan[:0] = bounds_report.plan
+    report.notes.insert(0, f"bounds='private': {bounds_report.planned.epsilon:.6g} of epsilon "
+                           f"estimated the bounds (threshold {found.threshold} records per bin)")

@@ -61,8 +61,8 @@ class PrivateBounds:
         return np.asarray(self.bounds, dtype=dtype)
 
 
-def private_bounds(X, epsilon: float, *, scales=DEFAULT_SCALES, per_octave: int = 4,
-                   beta: float = 1e-3, random_state=None, accountant=None,
+def private_bounds(X, epsilon: float, *, scales=DEFAULT_SCALES, per_octave: int = 1,
+                   margin_bins: int = 0, beta: float = 1e-3, random_state=None, accountant=None,
                    plan: PrivacyPlan | None = None, mech: Mechanisms | None = None
                    ) -> PrivateBounds:
     """Each feature's range, with ``epsilon``-DP (add/remove one record).
@@ -74,8 +74,13 @@ def private_bounds(X, epsilon: float, *, scales=DEFAULT_SCALES, per_octave: int 
         of the same records, sequential composition).
     scales : the magnitudes the public grid covers (default 1e-6 .. 1e9): values beyond are
         clipped to the grid's ends; a feature within ``scales[0]`` of 0 gets the central bin.
-    per_octave : grid steps per factor of 2 (default 4): the bounds are at most a factor
-        ``2^(1/per_octave)`` (1.19) looser than the part of the data they keep.
+    per_octave : grid steps per factor of 2 (default 1): the bounds are at most a factor
+        ``2^(1/per_octave)`` looser than the part of the data they keep. Finer steps give
+        tighter bounds on large data, but each bin then holds fewer records and sparse tails
+        are cut (measured: with 5,000 2-D records at epsilon 0.1, 10% of the records fall
+        outside at 1 step per octave, 39% at 4).
+    margin_bins : widen the bounds by this many bins on each side (keeps sparse tails, at the
+        price of looser bounds).
     beta : the probability, per feature, that an empty bin is taken (which would make the
         bounds looser than that).
     random_state : None (secure) or an int / Generator (reproducible, not secure).
@@ -127,7 +132,7 @@ def private_bounds(X, epsilon: float, *, scales=DEFAULT_SCALES, per_octave: int 
         target=f"records per bin of a log-scale grid ({edges.size + 1} bins), per feature",
         note=f"bounds: outer edges of the bins with noisy count >= {threshold}",
     )
-    found = bounds_from_noisy_counts(noisy, edges, threshold)
+    found = bounds_from_noisy_counts(noisy, edges, threshold, margin_bins)
     if own:
         report.planned = plan.planned()
         plan.write_into(report)

@@ -77,7 +77,6 @@ from .._progress import fit_progress
 from ..privacy import Mechanisms, public_unit_directions, resolve_random_state
 from ._base import (
     PrivateClusterMixin,
-    check_bounds,
     check_epsilon,
     check_fit_cost,
     check_n_clusters,
@@ -266,7 +265,7 @@ class _ConvergentKMeans(PrivateClusterMixin):
         X = self._check_X(X, reset=True)
         check_n_clusters(k, X.shape[0])
         self._check_cost(X.shape, k, T, m, extra)
-        bounds = check_bounds(self.bounds, X.shape[1])
+        bounds = self._fit_bounds(X)
         faithful = self.variant == "faithful"
         if faithful and X.shape[0] < k:  # the faithful variant is not private: n may be read
             raise ValueError(

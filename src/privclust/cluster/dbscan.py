@@ -28,7 +28,6 @@ from ..privacy.histogram import (
 )
 from ._base import (
     PrivateClusterMixin,
-    check_bounds,
     check_epsilon,
     raise_not_fitted,
 )
@@ -370,9 +369,10 @@ class DPDBSCAN(PrivateClusterMixin):
         """Release the spans of X privately. ``y`` is ignored (scikit-learn compatibility)."""
         epsilon, alpha, min_pts, eta, beta, share, shift = self._check_params()
         plan, accountant = self._open_plan(epsilon, 0.0)  # checked before any data is read
+        epsilon = plan.epsilon  # less than asked when bounds="private" estimates the bounds
         X = self._check_X(X, reset=True)
         d = X.shape[1]
-        bounds = check_bounds(self.bounds, d)
+        bounds = self._fit_bounds(X)
         offsets = neighbour_offsets(d, eta)
         pad = int(np.abs(offsets).max())
         # the core test's window (a subset of NB); merging and border points keep NB (Sec. 5.3)

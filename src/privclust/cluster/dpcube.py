@@ -26,7 +26,6 @@ from ..privacy.histogram import release_sparse_histogram
 from ..privacy.rng import public_unit_directions
 from ._base import (
     PrivateClusterMixin,
-    check_bounds,
     check_epsilon,
     check_fit_cost,
     check_n_clusters,
@@ -416,7 +415,7 @@ class DPCube(PrivateClusterMixin):
         X = self._check_X(X, reset=True)
         check_n_clusters(k, X.shape[0])
         n, d = X.shape
-        bounds = check_bounds(self.bounds, d)
+        bounds = self._fit_bounds(X)
         p = projected_dim(d, self.n_projected)
         depth = _default_depth(k, p) if self.max_depth is None else int(self.max_depth)
         # measured: ~6e-8 s per record, projected dimension and level (cube keys), the

@@ -17,7 +17,6 @@ from scipy import integrate, optimize
 from ..privacy import Mechanisms, count_offset, public_offsets, resolve_random_state
 from ._base import (
     PrivateClusterMixin,
-    check_bounds,
     check_delta,
     check_epsilon,
     nearest_centre,
@@ -334,7 +333,7 @@ class DPM(PrivateClusterMixin):
         # The plan depends on the parameters only: checked before any data is read.
         plan, accountant = self._open_plan(eps, delta)
         X = self._check_X(X, reset=True)
-        bounds = check_bounds(self.bounds, X.shape[1])
+        bounds = self._fit_bounds(X)
         source = resolve_random_state(self.random_state)
         adaptive = bool(self.adaptive_intervals) and depth > 1
         self._plan_items(plan, depth, shares, dshares, adaptive)

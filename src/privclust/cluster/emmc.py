@@ -21,7 +21,6 @@ from .._progress import fit_progress
 from ..privacy import Mechanisms, resolve_random_state
 from ._base import (
     PrivateClusterMixin,
-    check_bounds,
     check_epsilon,
     check_fit_cost,
     check_n_clusters,
@@ -290,7 +289,7 @@ class EMMC(PrivateClusterMixin):
         X = self._check_X(X, reset=True)
         check_n_clusters(k, X.shape[0])
         n, d = X.shape
-        bounds = check_bounds(self.bounds, d)
+        bounds = self._fit_bounds(X)
         depth = _default_depth(k, d) if depth is None else depth
         # measured: ~4e-8 s per record, feature and level (cell keys), plus the assignments
         check_fit_cost(n, 4e-8 * d * (depth + scales) + 3.4e-10 * (m * scales + 2 * k) * max(d, 2),

@@ -20,7 +20,6 @@ from ..privacy import Mechanisms, resolve_random_state
 from ..privacy.histogram import release_sparse_histogram
 from ._base import (
     PrivateClusterMixin,
-    check_bounds,
     check_epsilon,
     check_fit_cost,
     check_n_clusters,
@@ -334,7 +333,7 @@ class HSTKMeans(PrivateClusterMixin):
         X = self._check_X(X, reset=True)
         check_n_clusters(k, X.shape[0])
         d = X.shape[1]
-        bounds = check_bounds(self.bounds, d)
+        bounds = self._fit_bounds(X)
         depth = _default_depth(k, d) if depth is None else depth
         # measured: ~4e-8 s per record, feature and level (cell keys), plus the assignment
         check_fit_cost(X.shape[0], 4e-8 * d * depth + 3.4e-10 * k * max(d, 2) * 2,

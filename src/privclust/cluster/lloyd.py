@@ -14,7 +14,6 @@ from .._progress import fit_progress
 from ..privacy import NOISY_N_SHARE, Mechanisms, resolve_random_state
 from ._base import (
     PrivateClusterMixin,
-    check_bounds,
     check_epsilon,
     check_fit_cost,
     check_n_clusters,
@@ -146,7 +145,7 @@ class DPLloyd(PrivateClusterMixin):
         plan, accountant = self._open_plan(eps, 0.0)  # checked before any data is read
         X = self._check_X(X, reset=True)
         check_n_clusters(k, X.shape[0])
-        bounds = check_bounds(self.bounds, X.shape[1])
+        bounds = self._fit_bounds(X)
         d = X.shape[1]
         T_max = max_iter if n_iter is None else n_iter
         # measured: ~3.4e-10 s per record x cluster x feature x iteration (nearest centres)

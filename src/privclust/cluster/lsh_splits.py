@@ -19,7 +19,6 @@ from ..privacy import Mechanisms, public_unit_directions, resolve_random_state
 from ..privacy.mechanisms import gaussian_sigma
 from ._base import (
     PrivateClusterMixin,
-    check_bounds,
     check_delta,
     check_epsilon,
     check_fit_cost,
@@ -248,7 +247,7 @@ class LSHSplits(PrivateClusterMixin):
         X = self._check_X(X, reset=True)
         n, d = X.shape
         check_n_clusters(k, n)
-        bounds = check_bounds(self.bounds, d)
+        bounds = self._fit_bounds(X)
         # measured: ~2e-9 s per record, feature and level (one projection and relabel each)
         check_fit_cost(n, 2e-9 * (depth + 1) * max(d, 4), f"LSHSplits(max_depth={depth}) on "
                        f"{d} features", "lower max_depth")

@@ -26,7 +26,6 @@ from ..engine import LocalEngine
 from ..privacy import NOISY_N_SHARE, Mechanisms, resolve_random_state, zcdp_gaussian_sigma
 from ._base import (
     PrivateClusterMixin,
-    check_bounds,
     check_delta,
     check_epsilon,
     check_fit_cost,
@@ -437,7 +436,7 @@ class DPGaussianMixture(PrivateClusterMixin):
         check_fit_cost(X.shape[0], 1e-9 * k * max(d, 4) ** 2 * T,
                        f"DPGaussianMixture(n_components={k}, n_iter={T}) on {d} features",
                        "lower n_components, n_iter or the number of features")
-        bounds = check_bounds(self.bounds, d)
+        bounds = self._fit_bounds(X)
         source = resolve_random_state(self.random_state)
         mid, half = _unit_map(bounds)
         unit = np.tile([-1.0, 1.0], (d, 1))

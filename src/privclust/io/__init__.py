@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 
 from ..cluster import MorseMerging
-from ..cluster._base import check_bounds
+from ..cluster._base import check_bounds, is_private_bounds
 from ..privacy import Budget, PrivacyLeakWarning, PrivacyReport, Release
 from ._json import dumps, jsonable, tuples
 
@@ -289,7 +289,7 @@ def model_to_dict(model) -> dict:
         "estimator": codec.name,
         "privclust_version": __version__,
         "params": _params_to_dict(model),
-        "model": codec.dump(model),
+        "model": _with_private_bounds(model, codec.dump(model)),
         "privacy_report": _privacy_report_to_dict(model.privacy_report_),
     }
 
@@ -330,6 +330,7 @@ def model_from_dict(d: dict, *, source: str = "the model") -> Any:
         raise ModelFormatError(f'{source}: "model" must be a JSON object')
     try:
         codec.load(est, section)
+        _load_private_bounds(est, section)
     except (KeyError, TypeError, ValueError, IndexError) as exc:
         raise ModelFormatError(
             f'{source}: the "model" section is malformed: {_describe(exc)}'
@@ -349,6 +350,19 @@ def model_from_dict(d: dict, *, source: str = "the model") -> Any:
     return est
 
 
+def _with_private_bounds(model, section: dict) -> dict:
+    """With ``bounds="private"`` the estimated bounds are part of the release: store them."""
+    if is_private_bounds(getattr(model, "bounds", None)) and "private_bounds" not in section:
+        section = dict(section, private_bounds=jsonable(np.asarray(model.bounds_), "bounds_"))
+    return section
+
+
+def _load_private_bounds(est, section: dict) -> None:
+    if is_private_bounds(getattr(est, "bounds", None)):
+        d = int(est.n_features_in_)
+        est.bounds_ = check_bounds(section["private_bounds"], d)
+
+
 def _check_loaded(est) -> None:
     """The loaded model against its own invariants: parameters an estimator would accept,
     ordered bounds, finite centres inside them."""
@@ -361,6 +375,8 @@ def _check_loaded(est) -> None:
             break
     d = getattr(est, "n_features_in_", None)
     bounds = getattr(est, "bounds", None)
+    if is_private_bounds(bounds):  # the bounds the fit released
+        bounds = getattr(est, "bounds_", None)
     if bounds is not None and d is not None:
         try:
             b = check_bounds(bounds, int(d))

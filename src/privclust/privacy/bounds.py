@@ -8,7 +8,8 @@ finer grid):
 1. a **public** grid of bin edges, symmetric about 0 and geometric in magnitude:
    ``+-2^(j / per_octave)`` for magnitudes in ``scales`` (default ``1e-6 .. 1e9``), so that a
    feature whose values span 1e-3 and one that spans 1e6 are both bounded to within a factor
-   ``2^(1/per_octave)`` of their extent, whatever the data's offset from 0;
+   ``2^(1/per_octave)`` of their magnitude, whatever their scale (default one bin per octave:
+   finer bins hold fewer records each, and a tail bin below the threshold is cut);
 2. per feature, the exact number of records in each bin (a record is in one bin per feature:
    each feature's histogram has L1 sensitivity 1 under add/remove; the d histograms are of the
    same records, so each gets ``epsilon / d``, sequential composition);
@@ -39,7 +40,7 @@ __all__ = ["DEFAULT_SCALES", "BoundsRelease", "bound_threshold", "bounds_from_no
 DEFAULT_SCALES = (1e-6, 1e9)
 
 
-def log_grid(scales=DEFAULT_SCALES, per_octave: int = 4) -> np.ndarray:
+def log_grid(scales=DEFAULT_SCALES, per_octave: int = 1) -> np.ndarray:
     """The public bin edges, ascending: ``-s_max .. -s_min, s_min .. s_max`` with
     ``per_octave`` geometric steps per factor of 2. Bins: ``(-inf, e_0)``, ``[e_i, e_i+1)``
     and ``[e_last, inf)``; the central bin ``[-s_min, s_min)`` holds 0."""
@@ -75,9 +76,11 @@ class BoundsRelease:
     high_bins: np.ndarray
 
 
-def bounds_from_noisy_counts(noisy: np.ndarray, edges: np.ndarray, threshold: int) -> BoundsRelease:
+def bounds_from_noisy_counts(noisy: np.ndarray, edges: np.ndarray, threshold: int,
+                             margin_bins: int = 0) -> BoundsRelease:
     """Post-processing of the released (d, len(edges) + 1) noisy counts: per feature the outer
-    edges of the lowest and highest bins whose noisy count reaches ``threshold``."""
+    edges of the lowest and highest bins whose noisy count reaches ``threshold``, widened by
+    ``margin_bins`` bins on each side (sparse tails kept, at the price of looser bounds)."""
     noisy = np.asarray(noisy)
     hit = noisy >= threshold
     found = hit.any(axis=1)
@@ -88,8 +91,9 @@ def bounds_from_noisy_counts(noisy: np.ndarray, edges: np.ndarray, threshold: in
             f"{threshold}; there are too few records for this epsilon. Give public bounds, "
             "more epsilon for the bounds, or a coarser grid (smaller per_octave)"
         )
-    low = np.argmax(hit, axis=1)
-    high = hit.shape[1] - 1 - np.argmax(hit[:, ::-1], axis=1)
+    low = np.maximum(np.argmax(hit, axis=1) - margin_bins, 0)
+    high = np.minimum(hit.shape[1] - 1 - np.argmax(hit[:, ::-1], axis=1) + margin_bins,
+                      hit.shape[1] - 1)
     # bin i spans [edges[i-1], edges[i]); the outer bins are clipped to the grid's ends
     m = edges.size
     lo = edges[np.maximum(low - 1, 0)]
