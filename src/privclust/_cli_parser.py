@@ -43,21 +43,22 @@ class _Parser(argparse.ArgumentParser):
 # --------------------------------------------------------------------------------------------
 
 
-def _positive_float(text: str) -> float:
+def _number(text: str, kind=float, what: str = "a number"):
     try:
-        v = float(text)
+        return kind(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+
+
+def _positive_float(text: str) -> float:
+    v = _number(text)
     if not (v > 0 and math.isfinite(v)):
         raise argparse.ArgumentTypeError(f"must be a positive number (e.g. 1.0), got {text!r}")
     return v
 
 
 def _delta(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    v = _number(text)
     if not 0 < v < 1:
         raise argparse.ArgumentTypeError(
             f"must be in (0, 1), typically far below 1/n (e.g. 1e-6); got {text!r}"
@@ -66,10 +67,7 @@ def _delta(text: str) -> float:
 
 
 def _nonneg_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    v = _number(text, int, "a whole number")
     if v < 0:
         raise argparse.ArgumentTypeError(f"must be >= 0, got {text!r}")
     return v
