@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._parallel import each_chunk
 from ..privacy import (
     NOISY_N_SHARE,
     Mechanisms,
@@ -590,7 +591,7 @@ class DPDBSCAN(PrivateClusterMixin):
         if n_cells <= _LUT_CELLS and n_cells <= 8 * n:
             lut = np.full(n_cells, -1, dtype=np.int32 if self.n_clusters_ < 2**31 else np.int64)
             lut[keys_ref] = self.span_labels_
-        for start in range(0, n, _PREDICT_CHUNK):
+        def core_labels(start):
             x = arr[start : start + _PREDICT_CHUNK]
             key = np.zeros(x.shape[0], dtype=np.int64)
             inside = np.ones(x.shape[0], dtype=bool)
@@ -607,11 +608,13 @@ class DPDBSCAN(PrivateClusterMixin):
                 lab = lut[key]
                 lab[~inside] = -1
                 seg[:] = lab
-                continue
+                return
             pos = np.searchsorted(keys_ref, key)
             pos[pos == keys_ref.size] = keys_ref.size - 1
             hit = inside & (keys_ref[pos] == key)
             seg[hit] = self.span_labels_[pos[hit]]
+
+        each_chunk(core_labels, range(0, n, _PREDICT_CHUNK), n)  # disjoint slices of out
         if getattr(self, "border", False):
             self._assign_border(arr, out, lut, lo, hi, origin, w, shape, strides)
         return out
@@ -632,7 +635,8 @@ class DPDBSCAN(PrivateClusterMixin):
             )
             settled, near = settled.ravel(), near.ravel()
         todo = np.flatnonzero(out < 0)
-        for start in range(0, todo.size, _BORDER_CHUNK):
+
+        def border(start):  # the chunks' rows are disjoint
             rows = todo[start : start + _BORDER_CHUNK]
             x = arr[rows].astype(np.float64)
             inside = ((x >= lo) & (x <= hi)).all(axis=1)
@@ -648,6 +652,8 @@ class DPDBSCAN(PrivateClusterMixin):
             if rows.size:
                 out[rows] = self._border_labels(x, coords, cell, offsets, lut, origin, w,
                                                 shape, strides)
+
+        each_chunk(border, range(0, todo.size, _BORDER_CHUNK), todo.size)
 
     def _border_labels(self, x, coords, cell, offsets, lut, origin, w, shape, strides):
         """Span of the nearest core cell within ``eps`` of each point (-1: none)."""

@@ -6,32 +6,15 @@ chunks so temporary memory stays bounded whatever n is.
 
 from __future__ import annotations
 
-import os
-from concurrent.futures import ThreadPoolExecutor
-
 import numpy as np
 
 from .._geometry import group_column_sums, nearest_centres
+from .._parallel import each_chunk as _each_chunk
 from .base import AssignmentStats, Engine, Grouping, MostLikelyComponent, NearestCentre
 
 __all__ = ["LocalEngine", "LocalGrouping"]
 
 _CHUNK_ELEMENTS = 1 << 18  # (row, dimension) cells per chunk: small temporaries, still fast
-#: Records above which a pass is shared between threads (NumPy releases the GIL in its loops);
-#: below, starting threads costs more than it saves.
-_THREADED_RECORDS = 1 << 20
-_N_THREADS = max(1, min(4, os.cpu_count() or 1))
-
-
-def _each_chunk(fn, chunks, n_records: int) -> None:
-    """``fn(chunk)`` for every chunk, on all cores for big data (chunks write disjoint rows)."""
-    if n_records < _THREADED_RECORDS or _N_THREADS == 1:
-        for sl in chunks:
-            fn(sl)
-        return
-    with ThreadPoolExecutor(_N_THREADS) as pool:
-        for _ in pool.map(fn, chunks):
-            pass
 
 
 class LocalGrouping(Grouping):
