@@ -381,7 +381,8 @@ class PrivateClusterMixin(ClusterMixin, BaseEstimator):
         fit's accountant and listed first in its report)."""
         d = X.shape[1]
         if not is_private_bounds(self.bounds):
-            return check_bounds(self.bounds, d)
+            self.bounds_ = check_bounds(self.bounds, d)
+            return self.bounds_
         if getattr(self, "_bounds_epsilon", None) is None:
             raise ValueError(
                 "bounds='private' is not available inside a composite fit (MorseMerging's "
