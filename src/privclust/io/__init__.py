@@ -358,9 +358,13 @@ def _with_private_bounds(model, section: dict) -> dict:
 
 
 def _load_private_bounds(est, section: dict) -> None:
-    if is_private_bounds(getattr(est, "bounds", None)):
-        d = int(est.n_features_in_)
-        est.bounds_ = check_bounds(section["private_bounds"], d)
+    """``bounds_``: the released private bounds, or the public ones the fit used."""
+    bounds = getattr(est, "bounds", None)
+    d = getattr(est, "n_features_in_", None)
+    if is_private_bounds(bounds):
+        est.bounds_ = check_bounds(section["private_bounds"], int(d))
+    elif bounds is not None and d is not None and not hasattr(est, "bounds_"):
+        est.bounds_ = check_bounds(bounds, int(d))
 
 
 def _check_loaded(est) -> None:
