@@ -465,6 +465,7 @@ class KMeansDistance:
     n_centres: int
 
     def as_dict(self) -> dict:
+        """The figures as a plain dictionary."""
         return asdict(self)
 
 

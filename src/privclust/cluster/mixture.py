@@ -577,6 +577,7 @@ class DPGaussianMixture(PrivateClusterMixin):
         return np.argmax(self.predict_log_terms(X), axis=1)
 
     def predict_proba(self, X):
+        """Posterior probability of every component per row (post-processing)."""
         lt = self.predict_log_terms(X)
         return np.exp(lt - logsumexp(lt, axis=1, keepdims=True))
 

@@ -484,32 +484,40 @@ class DaskEngine(Engine):
 
     # groupings -------------------------------------------------------------------------
     def root(self) -> DaskGrouping:
+        """See :meth:`privclust.engine.base.Engine.root`."""
         g = da.zeros(self.X.shape[0], chunks=(self.X.chunks[0],), dtype=np.int32)
         return DaskGrouping(self._client.persist(g), 1)
 
     def regroup(self, grouping, feature, threshold, left, right, n_groups) -> DaskGrouping:
+        """See :meth:`privclust.engine.base.Engine.regroup`."""
         args = tuple(np.asarray(a) for a in (feature, threshold, left, right)) + (n_groups,)
         return self._regroup("regroup", grouping, args, n_groups)
 
     def regroup_oblique(self, grouping, normal, offset, left, right, n_groups) -> DaskGrouping:
+        """See :meth:`privclust.engine.base.Engine.regroup_oblique`."""
         args = tuple(np.asarray(a) for a in (normal, offset, left, right)) + (n_groups,)
         return self._regroup("regroup_oblique", grouping, args, n_groups)
 
     # aggregates ------------------------------------------------------------------------
     def count(self, grouping) -> np.ndarray:
+        """See :meth:`privclust.engine.base.Engine.count`."""
         return self._agg("count", grouping)
 
     def axis_histogram(self, grouping, lo, width, n_bins) -> np.ndarray:
+        """See :meth:`privclust.engine.base.Engine.axis_histogram`."""
         return self._agg("axis_histogram", grouping, np.asarray(lo, dtype=float),
                          np.asarray(width, dtype=float), int(n_bins))
 
     def centred_sums(self, grouping, centres) -> np.ndarray:
+        """See :meth:`privclust.engine.base.Engine.centred_sums`."""
         return self._agg("centred_sums", grouping, np.asarray(centres, dtype=float))
 
     def lattice_misses(self, feature, steps):
+        """See :meth:`privclust.engine.base.Engine.lattice_misses`."""
         return self._agg("lattice_misses", None, int(feature), np.asarray(steps, dtype=float))
 
     def assignment_stats(self, assignment, *, second_moments=False, squared_norms=False):
+        """See :meth:`privclust.engine.base.Engine.assignment_stats`."""
         if isinstance(assignment, NearestCentre):  # the chunks need no cache of their own
             assignment = NearestCentre(np.asarray(assignment.centres, dtype=float))
         counts, sums, moments, sq = self._agg("assignment_stats", None, assignment,
@@ -518,16 +526,19 @@ class DaskEngine(Engine):
         return AssignmentStats(counts, sums, moments, sq)
 
     def zone_cell_counts(self, centres, zone_centres, zone_radii, cell_centres) -> np.ndarray:
+        """See :meth:`privclust.engine.base.Engine.zone_cell_counts`."""
         return self._agg("zone_cell_counts", None, *(np.asarray(a, dtype=float) for a in (
             centres, zone_centres, zone_radii, cell_centres)))
 
     def zone_records(self, centres, zone_centres, zone_radii):
+        """See :meth:`privclust.engine.base.Engine.zone_records`."""
         raise NotImplementedError(
             "zone_records is not available on the Dask engine: it returns records, not "
             "aggregates (only faithful, non-private reproductions ask for it); load the data "
             "into memory (a NumPy array) for those variants")
 
     def cell_counts(self, origin, cell_width):
+        """See :meth:`privclust.engine.base.Engine.cell_counts`."""
         origin = np.asarray(origin, dtype=float)
         cell_width = np.asarray(cell_width, dtype=float)
         n, d = self.X.shape

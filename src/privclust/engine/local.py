@@ -74,9 +74,11 @@ class LocalEngine(Engine):
 
     # groupings -------------------------------------------------------------------------
     def root(self) -> LocalGrouping:
+        """See :meth:`privclust.engine.base.Engine.root`."""
         return LocalGrouping(np.zeros(self.X.shape[0], dtype=np.int32), 1)
 
     def regroup(self, grouping, feature, threshold, left, right, n_groups) -> LocalGrouping:
+        """See :meth:`privclust.engine.base.Engine.regroup`."""
         feature = np.asarray(feature, dtype=np.int64)
         threshold = np.asarray(threshold, dtype=float)
         left = np.asarray(left, dtype=np.int32)
@@ -102,6 +104,7 @@ class LocalEngine(Engine):
         return LocalGrouping(out, n_groups)
 
     def regroup_oblique(self, grouping, normal, offset, left, right, n_groups) -> LocalGrouping:
+        """See :meth:`privclust.engine.base.Engine.regroup_oblique`."""
         normal = np.asarray(normal, dtype=float)
         offset_t = np.append(np.asarray(offset, dtype=float), 0.0)
         left_t = np.append(np.asarray(left, dtype=np.int32), np.int32(-1))  # -1 maps to -1
@@ -127,6 +130,7 @@ class LocalEngine(Engine):
 
     # aggregates ------------------------------------------------------------------------
     def count(self, grouping) -> np.ndarray:
+        """See :meth:`privclust.engine.base.Engine.count`."""
         g = grouping.group
         return np.bincount(g[g >= 0], minlength=grouping.n_groups).astype(np.int64)
 
@@ -145,6 +149,7 @@ class LocalEngine(Engine):
         return bins
 
     def axis_histogram(self, grouping, lo, width, n_bins) -> np.ndarray:
+        """See :meth:`privclust.engine.base.Engine.axis_histogram`."""
         lo = np.asarray(lo, dtype=float)
         width = np.asarray(width, dtype=float)
         n_bins = int(n_bins)
@@ -178,6 +183,7 @@ class LocalEngine(Engine):
         return out.reshape(n_groups, d, n_bins)
 
     def centred_sums(self, grouping, centres) -> np.ndarray:
+        """See :meth:`privclust.engine.base.Engine.centred_sums`."""
         centres = np.asarray(centres, dtype=float)
         n_groups = grouping.n_groups
         d = self.X.shape[1]
@@ -227,6 +233,7 @@ class LocalEngine(Engine):
         return gaps.T
 
     def lattice_misses(self, feature, steps):
+        """See :meth:`privclust.engine.base.Engine.lattice_misses`."""
         # one pass over the distinct values (few: this is asked for features with many ties)
         values, counts = np.unique(self.X[:, feature].astype(float), return_counts=True)
         out = np.empty(len(steps), dtype=np.int64)
@@ -236,6 +243,7 @@ class LocalEngine(Engine):
         return out
 
     def cell_counts(self, origin, cell_width):
+        """See :meth:`privclust.engine.base.Engine.cell_counts`."""
         origin = np.asarray(origin, dtype=float)
         cell_width = np.asarray(cell_width, dtype=float)
         n, d = self.X.shape
@@ -276,6 +284,7 @@ class LocalEngine(Engine):
         return cells, counts.astype(np.int64)
 
     def assignment_stats(self, assignment, *, second_moments=False, squared_norms=False):
+        """See :meth:`privclust.engine.base.Engine.assignment_stats`."""
         if isinstance(assignment, NearestCentre):
             centres = np.asarray(assignment.centres, dtype=float)
             labels = self._labels(centres)  # cached: Lloyd asks twice for the same centres
@@ -326,6 +335,7 @@ class LocalEngine(Engine):
         return lab, inside
 
     def zone_cell_counts(self, centres, zone_centres, zone_radii, cell_centres):
+        """See :meth:`privclust.engine.base.Engine.zone_cell_counts`."""
         centres = np.asarray(centres, dtype=float)
         zone_centres = np.asarray(zone_centres, dtype=float)
         zone_radii = np.asarray(zone_radii, dtype=float)
@@ -345,6 +355,7 @@ class LocalEngine(Engine):
         return out.reshape(k, m)
 
     def zone_records(self, centres, zone_centres, zone_radii):
+        """See :meth:`privclust.engine.base.Engine.zone_records`."""
         centres = np.asarray(centres, dtype=float)
         zone_centres = np.asarray(zone_centres, dtype=float)
         zone_radii = np.asarray(zone_radii, dtype=float)

@@ -76,6 +76,7 @@ class Budget:
                       min(self.delta + other.delta, float(np.nextafter(1.0, 0.0))))
 
     def fits_in(self, other: Budget) -> bool:
+        """Whether this budget is within ``other`` (up to rounding)."""
         return (
             self.epsilon <= other.epsilon * (1 + _TOL)
             and self.delta <= other.delta * (1 + _TOL) + 1e-300
@@ -106,6 +107,7 @@ class Release:
     item: str = ""
 
     def to_dict(self) -> dict:
+        """Plain JSON types."""
         return asdict(self)
 
 
@@ -180,6 +182,7 @@ class PrivacyReport:
     delta_reserved: float = 0.0
 
     def add(self, release: Release) -> Release:
+        """Record one release; returns it."""
         self.releases.append(release)
         return release
 
@@ -194,9 +197,11 @@ class PrivacyReport:
                        self.zcdp_delta)
 
     def within_plan(self) -> bool:
+        """Whether the releases compose to at most the planned budget."""
         return self.total().fits_in(self.planned)
 
     def by_mechanism(self) -> dict[str, Budget]:
+        """The composed spend of each mechanism."""
         out: dict[str, list[float]] = {}
         for r in self.releases:
             acc = out.setdefault(r.mechanism, [0.0, 0.0])
@@ -205,6 +210,7 @@ class PrivacyReport:
         return {k: Budget(v[0], v[1]) for k, v in out.items()}
 
     def to_dict(self) -> dict:
+        """Plain JSON types."""
         total = self.total()
         return {
             "estimator": self.estimator,
@@ -304,6 +310,7 @@ class Accountant:
 
     @property
     def spent(self) -> Budget | None:
+        """What the attached reports have spent in all (None: nothing attached)."""
         if not self.reservations:
             return None
         total = self.reservations[0][1]
@@ -313,6 +320,7 @@ class Accountant:
 
     @property
     def remaining(self) -> tuple[float, float]:
+        """``(epsilon, delta)`` left after every reservation."""
         if self.budget is None:
             return (math.inf, 1.0)
         spent = self.spent
@@ -350,4 +358,5 @@ class Accountant:
         self.reservations[handle] = (label, actual)
 
     def attach(self, report: PrivacyReport) -> None:
+        """Keep a fit's report with the accountant (its spend is already reserved)."""
         self.reports.append(report)

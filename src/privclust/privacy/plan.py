@@ -200,6 +200,7 @@ class PrivacyPlan:
         return Budget(self.epsilon, self.delta_cap if self.delta is None else self.delta)
 
     def require_delta(self) -> float:
+        """The plan's delta; raises before the delta rule has chosen it."""
         if self.delta is None:
             raise PlanExceededError(
                 f"{self.estimator}: a release needs delta before the delta rule has a released "
@@ -225,13 +226,16 @@ class PrivacyPlan:
         return self.delta
 
     def on_delta_resolved(self, callback) -> None:
+        """Call ``callback(budget)`` once the delta rule has fixed delta."""
         self._settle.append(callback)
 
     # ------------------------------------------------------------------ spending
     def has_item(self, name: str) -> bool:
+        """Whether the plan has a line item of this name."""
         return name in self.items
 
     def item(self, name: str) -> LineItem:
+        """The line item of this name."""
         try:
             return self.items[name]
         except KeyError:
