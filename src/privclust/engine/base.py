@@ -69,7 +69,7 @@ class Engine(ABC):
 
     @property
     def n_features(self) -> int:
-        """See :meth:`privclust.engine.base.Engine.n_features`."""
+        """The number of features d (from the public bounds)."""
         return int(self.bounds.shape[0])
 
     @abstractmethod
