@@ -663,19 +663,26 @@ class DPDBSCAN(PrivateClusterMixin):
         # per dimension, 1-D columns: the point's cell index and its position inside the cell
         cols = np.ascontiguousarray(coords.T)
         frac = np.ascontiguousarray((x - (origin + coords * w)).T)
+        # per dimension and per offset value o, once: the squared gap to the cell o cells away
+        # (max(o w - f, f - (o + 1) w, 0) with f in [0, w] the position inside the cell) and
+        # whether that cell exists; every offset then only adds its dimensions' arrays
+        sq, inside = {}, {}
+        for j in range(offsets.shape[1]):
+            for o in np.unique(offsets[:, j]):
+                o = int(o)
+                if o == 0:
+                    continue
+                gap = np.maximum(o * w - frac[j], frac[j] - (o + 1) * w)
+                np.maximum(gap, 0.0, out=gap)
+                sq[j, o] = gap * gap
+                c = cols[j] + o
+                inside[j, o] = (c >= 0) & (c < shape[j])
         for off in offsets:
-            # distance to the box of cell c + off: only the dimensions where off_j != 0 count
-            # (inside the cell's own slab the gap is 0); gap_j = max(off_j w - f_j,
-            # f_j - (off_j + 1) w, 0) with f_j in [0, w] the position inside the cell
             ok = np.ones(x.shape[0], dtype=bool)
             dist = np.zeros(x.shape[0])
             for j in np.flatnonzero(off):
-                o = int(off[j])
-                c = cols[j] + o
-                ok &= (c >= 0) & (c < shape[j])
-                gap = np.maximum(o * w - frac[j], frac[j] - (o + 1) * w)
-                np.maximum(gap, 0.0, out=gap)
-                dist += gap * gap
+                ok &= inside[j, int(off[j])]
+                dist += sq[j, int(off[j])]
             key = np.where(ok, cell + int(off @ strides), 0)
             if lut is not None:
                 lab = lut[key]
