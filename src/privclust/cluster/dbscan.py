@@ -99,6 +99,11 @@ _LUT_CELLS = 1 << 24
 
 
 # --------------------------------------------------------------------------- the estimator
+def _cell_coords(x, origin, w, shape) -> np.ndarray:
+    """Grid coordinates of points (as the engine computes them), clipped into the grid."""
+    return np.clip(np.floor((x - origin) / w), 0, shape - 1).astype(np.int64)
+
+
 @dataclass
 class _NoisyGrid:
     """The released histogram: every cell's noisy count (dense), or the keys and noisy counts
@@ -591,6 +596,11 @@ class DPDBSCAN(PrivateClusterMixin):
         if n_cells <= _LUT_CELLS and n_cells <= 8 * n:
             lut = np.full(n_cells, -1, dtype=np.int32 if self.n_clusters_ < 2**31 else np.int64)
             lut[keys_ref] = self.span_labels_
+        # the border pass reuses every point's cell key (it needs them with the lookup table)
+        border = getattr(self, "border", False) and lut is not None
+        keys_all = np.empty(n, dtype=np.int64) if border else None
+        inside_all = np.empty(n, dtype=bool) if border else None
+
         def core_labels(start):
             x = arr[start : start + _PREDICT_CHUNK]
             key = np.zeros(x.shape[0], dtype=np.int64)
@@ -604,6 +614,9 @@ class DPDBSCAN(PrivateClusterMixin):
                 np.clip(c, 0, shape[j] - 1, out=c)
                 key += c.astype(np.int64) * strides[j]
             seg = out[start : start + x.shape[0]]
+            if keys_all is not None:
+                keys_all[start : start + x.shape[0]] = key
+                inside_all[start : start + x.shape[0]] = inside
             if lut is not None:
                 lab = lut[key]
                 lab[~inside] = -1
@@ -616,10 +629,11 @@ class DPDBSCAN(PrivateClusterMixin):
 
         each_chunk(core_labels, range(0, n, _PREDICT_CHUNK), n)  # disjoint slices of out
         if getattr(self, "border", False):
-            self._assign_border(arr, out, lut, lo, hi, origin, w, shape, strides)
+            self._assign_border(arr, out, lut, lo, hi, origin, w, shape, strides,
+                                (keys_all, inside_all))
         return out
 
-    def _assign_border(self, arr, out, lut, lo, hi, origin, w, shape, strides):
+    def _assign_border(self, arr, out, lut, lo, hi, origin, w, shape, strides, known=None):
         """Points in no core cell but within ``eps`` of one join the nearest such cell's span
         (one pass per neighbour offset, vectorised over the points, in chunks of points so
         memory stays bounded)."""
@@ -636,22 +650,29 @@ class DPDBSCAN(PrivateClusterMixin):
             settled, near = settled.ravel(), near.ravel()
         todo = np.flatnonzero(out < 0)
 
+        keys_all, inside_all = known if known is not None else (None, None)
+
         def border(start):  # the chunks' rows are disjoint
             rows = todo[start : start + _BORDER_CHUNK]
-            x = arr[rows].astype(np.float64)
-            inside = ((x >= lo) & (x <= hi)).all(axis=1)
-            rows, x = rows[inside], x[inside]
-            coords = np.clip(np.floor((x - origin) / w), 0, shape - 1).astype(np.int64)
-            cell = _dot_int(coords, strides)
+            if keys_all is not None:  # cell keys from the core lookup: no pass over x yet
+                rows = rows[inside_all[rows]]
+                cell, x = keys_all[rows], None
+            else:
+                x = arr[rows].astype(np.float64)
+                inside = ((x >= lo) & (x <= hi)).all(axis=1)
+                rows, x = rows[inside], x[inside]
+                cell = _dot_int(_cell_coords(x, origin, w, shape), strides)
             if settled is not None:
                 lab = settled[cell]
                 done = lab >= 0
                 out[rows[done]] = lab[done]
                 keep = ~done & near[cell]
-                rows, x, coords, cell = rows[keep], x[keep], coords[keep], cell[keep]
+                rows, cell = rows[keep], cell[keep]
+                x = None if x is None else x[keep]
             if rows.size:
-                out[rows] = self._border_labels(x, coords, cell, offsets, lut, origin, w,
-                                                shape, strides)
+                x = arr[rows].astype(np.float64) if x is None else x
+                out[rows] = self._border_labels(x, _cell_coords(x, origin, w, shape), cell,
+                                                offsets, lut, origin, w, shape, strides)
 
         each_chunk(border, range(0, todo.size, _BORDER_CHUNK), todo.size)
 
