@@ -110,6 +110,7 @@ def build_parser(commands: Mapping[str, Callable]) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     _add_cluster_parser(sub, commands["cluster"])
+    _add_plan_parser(sub, commands["plan"])
 
     p = sub.add_parser(
         "predict",
@@ -220,6 +221,34 @@ def _add_cluster_parser(sub, run) -> None:
     )
     _add_header_option(g)
     p.set_defaults(func=run)
+
+
+def _add_plan_parser(sub, run) -> None:
+    p = sub.add_parser(
+        "plan",
+        help="what a fit can find, before any budget is spent (reads no data)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="State from public inputs only (n, d, bounds, epsilon, delta, the "
+        "algorithm's options) what a fit can and cannot find.",
+        epilog="Example:\n  privclust plan --algorithm dpm --epsilon 0.5 --bounds -100 100 "
+        "--n 20000 --d 10 --expected-clusters 8",
+    )
+    p.add_argument(
+        "--algorithm",
+        default="dpm",
+        metavar="NAME",
+        help=f"clustering algorithm: {', '.join(ALGORITHMS)} (default: dpm)",
+    )
+    _add_budget_options(p)
+    _add_algorithm_options(p)
+    g = p.add_argument_group("public inputs")
+    g.add_argument("--n", type=_positive_int, nargs="+", required=True, metavar="N",
+                   help="number of records, or LOW HIGH for a range")
+    g.add_argument("--d", type=_positive_int, required=True, help="number of features")
+    g.add_argument("--expected-clusters", type=_positive_int, default=None, metavar="K",
+                   help="the number of clusters you expect")
+    g.add_argument("--json", action="store_true", help="print the plan as JSON")
+    p.set_defaults(func=run, seed=None, engine="numpy", scheduler=None)
 
 
 def _add_budget_options(p) -> None:

@@ -334,6 +334,23 @@ def _cmd_cluster(args) -> int:
     return 0
 
 
+def _cmd_plan(args) -> int:
+    """``privclust plan``: the planner's statement for the estimator the options describe."""
+    from . import planner
+
+    name, _ = _check_algorithm(args)
+    if len(args.n) > 2:
+        raise ValueError("--n takes N or LOW HIGH")
+    if args.bounds == "private":
+        raise ValueError("the planner needs public bounds: give --bounds LO HI or --bounds-file")
+    bounds = _read_bounds(args, args.d)
+    est = _build_estimator(name, args, bounds)
+    n = args.n[0] if len(args.n) == 1 else tuple(args.n)
+    fit_plan = planner.plan(est, n, d=args.d, expected_clusters=args.expected_clusters)
+    print(json.dumps(fit_plan.to_dict(), indent=2) if args.json else fit_plan)
+    return 0
+
+
 def _cmd_predict(args) -> int:
     model = io.load_model(args.model)  # warns if the model is not private
     out = _check_output_path(args.out, "labels file") if args.out else None
@@ -512,8 +529,8 @@ def _in_cli_words(message: str) -> str:
 def build_parser():
     """The ``privclust`` parser (every subcommand and option)."""
     return parser_.build_parser(
-        {"cluster": _cmd_cluster, "predict": _cmd_predict, "demo": _cmd_demo,
-         "datasets": _cmd_datasets}
+        {"cluster": _cmd_cluster, "plan": _cmd_plan, "predict": _cmd_predict,
+         "demo": _cmd_demo, "datasets": _cmd_datasets}
     )
 
 

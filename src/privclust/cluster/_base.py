@@ -375,6 +375,14 @@ class PrivateClusterMixin(ClusterMixin, BaseEstimator):
         self._fit_accountant = accountant
         return plan, accountant
 
+    def plan(self, n, *, d=None, expected_clusters=None):
+        """What a fit on ``n`` records (or a ``(low, high)`` range) can and cannot find, from
+        public inputs only (:func:`privclust.planner.plan` of this unfitted estimator; no
+        data is read and no budget is spent)."""
+        from ..planner import plan
+
+        return plan(self, n, d=d, expected_clusters=expected_clusters)
+
     def _fit_bounds(self, X) -> np.ndarray:
         """The fit's bounds: the public ``bounds``, or with ``bounds="private"`` a private
         estimate (:func:`privclust.private_bounds`, a release of this fit, booked with the
