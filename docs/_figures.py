@@ -179,8 +179,33 @@ def fig_dpcube(out: Path = OUT) -> Path:
     return _save(fig, out, "dpcube.png")
 
 
+def fig_planner(out: Path = OUT) -> Path:
+    """The planner's predicted number of DPM clusters against epsilon, and what DPM found
+    (20,000 points from 16 blobs in 10 dimensions, 3 seeds per epsilon)."""
+    from privclust import planner
+
+    X, _ = make_blobs(20_000, 10, centers=16, center_box=(-100, 100), random_state=42)
+    epsilons = [0.1, 0.25, 0.5, 1.0, 2.0]
+    est = DPM(epsilon=1.0, bounds=(-100, 100))
+    curve = planner.quality_curve(est, 20_000, epsilons, d=10, expected_clusters=16)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a few records outside the box: clipped, as documented
+        observed = [np.median([DPM(epsilon=e, bounds=(-100, 100), random_state=s).fit(X)
+                               .n_clusters_ for s in range(3)]) for e in epsilons]
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.plot(epsilons, [v[0] for v in curve["values"]], "o-", label="predicted (planner)")
+    ax.plot(epsilons, observed, "s--", label="found by DPM (median of 3 seeds)")
+    ax.axhline(16, color="0.6", lw=0.8, ls=":", label="clusters in the data")
+    ax.set_xscale("log")
+    ax.set_xlabel("epsilon")
+    ax.set_ylabel("clusters")
+    ax.legend(fontsize=8)
+    ax.set_title("DPM: predicted before the fit, against found")
+    return _save(fig, out, "planner.png")
+
+
 FIGURES = (fig_dpm, fig_dbscan, fig_kmeans, fig_mixture, fig_morse, fig_hst, fig_lsh, fig_emmc,
-           fig_dpcube)
+           fig_dpcube, fig_planner)
 
 
 def make_all(out: Path = OUT) -> list[Path]:
