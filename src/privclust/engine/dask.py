@@ -320,10 +320,17 @@ def _sort_part(*pieces):
     return np.subtract(v[1:], v[:-1]), v[0], v[-1]
 
 
-def _sort_columns(cols, dtype, *blocks):
-    """Columns ``cols`` of all chunks sorted in one task: their gaps, (len(cols), n - 1)."""
-    v = np.sort(np.concatenate([b[:, cols] for b in blocks]).astype(dtype, copy=False), axis=0)
-    return np.subtract(v[1:], v[:-1]).T
+def _sort_columns(cols, dtype, offsets, *blocks):
+    """Columns ``cols`` of all chunks sorted in one task: their gaps, (len(cols), n - 1).
+    ``offsets`` maps a column's position in ``cols`` to its public dither (the values the
+    NumPy engine adds, in float64, before the cast)."""
+    x = np.concatenate([b[:, cols] for b in blocks])
+    out = np.empty((len(cols), max(x.shape[0] - 1, 0)), dtype=dtype)
+    for i in range(len(cols)):
+        col = x[:, i] + offsets[i] if i in offsets else x[:, i]
+        v = np.sort(col.astype(dtype))
+        np.subtract(v[1:], v[:-1], out=out[i])
+    return out
 
 
 def _sort_group_part(span, *pieces):
@@ -604,6 +611,19 @@ class DaskEngine(Engine):
             return gaps.T
         rows = self.X.chunks[0]
         batch = max(1, _BATCH_VALUES // n)
+        if n <= _PART_VALUES:  # a few tasks sort whole columns, dithered or not
+            offsets = {}  # drawn here, in the NumPy engine's order: one call per dithered column
+            for j in range(d):
+                if dither is not None and dither[0][j] > 0:
+                    offsets[j] = dither[0][j] * np.asarray(dither[1](n))
+            groups = np.array_split(np.arange(d), min(d, 4))
+            res = self._compute(*[
+                delayed(_sort_columns)(c, dtype, {i: offsets[j] for i, j in enumerate(c)
+                                                  if j in offsets}, *self._xblocks)
+                for c in groups])
+            for c, r in zip(groups, res, strict=True):
+                gaps[c] = r
+            return gaps.T
         for start in range(0, d, batch):
             cols, pad = [], []
             for j in range(start, min(d, start + batch)):
@@ -617,21 +637,7 @@ class DaskEngine(Engine):
             js = np.arange(start, start + len(cols))
             lo = self.bounds[js, 0] - np.asarray(pad)
             inv_width = 1.0 / (self.bounds[js, 1] - self.bounds[js, 0] + 2 * np.asarray(pad))
-            if n <= _PART_VALUES and not any(pad):  # a few tasks sort whole columns
-                groups = np.array_split(js, min(len(cols), 4))
-                res = self._compute(*[delayed(_sort_columns)(c, dtype, *self._xblocks)
-                                      for c in groups])
-                for c, r in zip(groups, res, strict=True):
-                    gaps[c] = r
-                continue
             blocks = list(da.stack(cols, axis=1).rechunk({1: -1}).to_delayed()[:, 0])
-            if n <= _PART_VALUES:
-                groups = np.array_split(np.arange(len(cols)), min(len(cols), 4))
-                res = self._compute(*[delayed(_sort_columns)(c, dtype, *blocks)
-                                      for c in groups])
-                for c, r in zip(groups, res, strict=True):
-                    gaps[js[c]] = r
-                continue
             res, n_parts = self._sort_pass(blocks, lo,
                                            inv_width * 256 * max(1, -(-n // _PART_VALUES)),
                                            n, len(cols))
