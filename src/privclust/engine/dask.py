@@ -614,8 +614,8 @@ class DaskEngine(Engine):
         if n <= _PART_VALUES:  # a few tasks sort whole columns, dithered or not
             offsets = {}  # drawn here, in the NumPy engine's order: one call per dithered column
             for j in range(d):
-                if dither is not None and dither[0][j] > 0:
-                    offsets[j] = dither[0][j] * np.asarray(dither[1](n))
+                if dither is not None and dither[0][j] > 0:  # sent once, not in the graph
+                    offsets[j] = self._client.scatter(dither[0][j] * np.asarray(dither[1](n)))
             groups = np.array_split(np.arange(d), min(d, 4))
             res = self._compute(*[
                 delayed(_sort_columns)(c, dtype, {i: offsets[j] for i, j in enumerate(c)
