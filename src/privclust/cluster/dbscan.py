@@ -30,6 +30,7 @@ from ..privacy.histogram import (
 from ._base import (
     PrivateClusterMixin,
     check_epsilon,
+    is_dask_input,
     raise_not_fitted,
 )
 
@@ -435,7 +436,7 @@ class DPDBSCAN(PrivateClusterMixin):
         self.guarantee_ = self._guarantee()
         self.privacy_report_ = report
         self._close_plan(plan, report, accountant)
-        self.labels_ = self._lookup(X)  # X is validated; the raw input, not the clipped copy
+        self.labels_ = self._labels_of(X)  # the validated raw input, not the clipped copy
         return self
 
     def _histogram_mode(self, n_cells: int) -> str:
@@ -576,6 +577,14 @@ class DPDBSCAN(PrivateClusterMixin):
         d = self.span_cells_.shape[1]
         if arr.shape[1] != d:
             raise ValueError(f"X has {arr.shape[1]} features; the model was fitted on {d}")
+        return self._labels_of(arr)
+
+    def _labels_of(self, arr) -> np.ndarray:
+        """:meth:`_lookup` on an array, or on every chunk of dask input where the chunk lives
+        (one computation; the labels come back as one NumPy array)."""
+        if is_dask_input(arr):
+            blocks = arr.array.map_blocks(self._lookup, drop_axis=1, dtype=np.int64)
+            return np.asarray(blocks.compute())
         return self._lookup(arr)
 
     def _lookup(self, arr: np.ndarray) -> np.ndarray:
