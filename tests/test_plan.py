@@ -21,12 +21,16 @@ import privclust.privacy.mechanisms as mech_mod
 from privclust import (
     DPDBSCAN,
     DPM,
+    EMMC,
     Accountant,
     Budget,
     BudgetExceededError,
+    DPCube,
     DPGaussianMixture,
     DPLloyd,
+    HSTKMeans,
     KMeansGuarantee,
+    LSHSplits,
     MorseMerging,
     SubClustering,
 )
@@ -98,6 +102,24 @@ ESTIMATORS = {
     "Morse(KMeansGuarantee)": (lambda e, d, a, s: MorseMerging(
         KMeansGuarantee(n_clusters=6, epsilon=e, bounds=B, max_iter=3), 2, epsilon=e, delta=d,
         random_state=s, accountant=a), True),
+    "HSTKMeans": (lambda e, d, a, s: HSTKMeans(4, epsilon=e, bounds=B, random_state=s,
+                                               accountant=a), False),
+    "LSHSplits": (lambda e, d, a, s: LSHSplits(4, epsilon=e, delta=d, bounds=B, max_depth=8,
+                                               random_state=s, accountant=a), True),
+    "EMMC": (lambda e, d, a, s: EMMC(4, epsilon=e, bounds=B, random_state=s, accountant=a),
+             False),
+    "DPCube": (lambda e, d, a, s: DPCube(4, epsilon=e, bounds=B, random_state=s, accountant=a),
+               False),
+    "Morse(LSHSplits)": (lambda e, d, a, s: MorseMerging(
+        LSHSplits(6, epsilon=e, bounds=B, max_depth=8), 2, epsilon=e, delta=d, random_state=s,
+        accountant=a), True),
+    "Morse(DPCube)": (lambda e, d, a, s: MorseMerging(
+        DPCube(6, epsilon=e, bounds=B), 2, epsilon=e, delta=d, random_state=s, accountant=a),
+        True),
+    "DPM private bounds": (lambda e, d, a, s: DPM(epsilon=e, delta=d, bounds="private",
+                                                  random_state=s, accountant=a), True),
+    "DPLloyd private bounds": (lambda e, d, a, s: DPLloyd(4, epsilon=e, bounds="private",
+                                                          random_state=s, accountant=a), False),
 }
 DELTAS = [1e-6, None]
 

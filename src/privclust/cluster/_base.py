@@ -344,6 +344,10 @@ def nearest_centre(X: np.ndarray, centres: np.ndarray) -> np.ndarray:
 class PrivateClusterMixin(ClusterMixin, BaseEstimator):
     """Shared behaviour: budget plan check, engine set-up, nearest-centre prediction."""
 
+    #: True for centre models whose fit releases noisy cluster sizes (``cluster_sizes_``): a
+    #: composite fit (Morse merging) can take its delta rule's count from them.
+    releases_cluster_sizes = False
+
     def _accountant(self) -> Accountant:
         acc = getattr(self, "accountant", None)
         if acc is None:

@@ -226,6 +226,8 @@ def _check_shares(value, n: int, name: str, what: str) -> np.ndarray:
 class _ConvergentKMeans(PrivateClusterMixin):
     """The loop shared by KMeansGuarantee and SubClustering (see the module docstring)."""
 
+    releases_cluster_sizes = True
+
     _SPLIT_NAMES = ""
     _PART_NAMES: tuple = ()
     DEFAULT_ITERATION_SPLIT: tuple = ()

@@ -346,6 +346,8 @@ class DPCube(PrivateClusterMixin):
     1.0
     """
 
+    releases_cluster_sizes = True
+
     def __init__(
         self,
         n_clusters=8,

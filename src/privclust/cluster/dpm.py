@@ -208,6 +208,8 @@ class DPM(PrivateClusterMixin):
     1.0
     """
 
+    releases_cluster_sizes = True
+
     PAPER_BUDGET_SPLIT = PAPER_BUDGET_SPLIT
 
     def __init__(

@@ -207,6 +207,8 @@ class EMMC(PrivateClusterMixin):
     1.0
     """
 
+    releases_cluster_sizes = True
+
     def __init__(
         self,
         n_clusters=8,

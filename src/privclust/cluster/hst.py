@@ -277,6 +277,8 @@ class HSTKMeans(PrivateClusterMixin):
     1.0
     """
 
+    releases_cluster_sizes = True
+
     def __init__(
         self,
         n_clusters=8,

@@ -108,6 +108,8 @@ class DPLloyd(PrivateClusterMixin):
     ((4, 2), True)
     """
 
+    releases_cluster_sizes = True
+
     SU_RHO = SU_RHO
 
     def __init__(

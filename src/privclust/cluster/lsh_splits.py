@@ -162,6 +162,8 @@ class LSHSplits(PrivateClusterMixin):
     1.0
     """
 
+    releases_cluster_sizes = True
+
     def __init__(
         self,
         n_clusters=8,
