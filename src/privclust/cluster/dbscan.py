@@ -100,6 +100,14 @@ _LUT_CELLS = 1 << 24
 
 
 # --------------------------------------------------------------------------- the estimator
+def _auto_mode(mode: str, n_hat: float, n_cells: int) -> str:
+    """histogram='auto' between the bounds: sparse when the (noisy) record count is at most
+    half the cells, dense otherwise."""
+    if mode != "auto":
+        return mode
+    return "sparse" if n_hat <= n_cells / 2 else "dense"
+
+
 def _cell_coords(x, origin, w, shape) -> np.ndarray:
     """Grid coordinates of points (as the engine computes them), clipped into the grid."""
     return np.clip(np.floor((x - origin) / w), 0, shape - 1).astype(np.int64)
@@ -380,14 +388,8 @@ class DPDBSCAN(PrivateClusterMixin):
         X = self._check_X(X, reset=True)
         d = X.shape[1]
         bounds = self._fit_bounds(X)
-        offsets = neighbour_offsets(d, eta)
-        pad = int(np.abs(offsets).max())
-        # the core test's window (a subset of NB); merging and border points keep NB (Sec. 5.3)
-        window = core_offsets(d, eta, self.core_radius)
-        grid = _Grid.make(bounds, eta * alpha / (4.0 * math.sqrt(d)), pad)
-        mode = self._histogram_mode(grid.n_cells)
-        eps_n = share * epsilon if mode != "dense" else 0.0
-        eps_hist = epsilon - eps_n
+        offsets, pad, window, grid, mode, eps_n, eps_hist = self._grid_setup(
+            d, bounds, epsilon, alpha, eta, share)
         self._check_sparse_floor(mode, grid.n_cells, eps_hist, beta, window.shape[0], min_pts,
                                  shift)
 
@@ -402,13 +404,8 @@ class DPDBSCAN(PrivateClusterMixin):
         released = self._release_histogram(engine, mech, grid, mode, eps_n, eps_hist)
 
         # post-processing: the noise bounds, the core threshold, the spans
-        g_lo, g_hi = neighbourhood_noise_bounds(
-            self.noise, eps_hist, beta, window.shape[0], grid.n_cells,
-            *(() if released.mode == "dense" else (released.threshold,)),
-        )
-        tau = g_lo + g_hi
-        min_eff = min_pts + (tau if shift == "tau" else shift)
-        core_t = min_eff - g_lo
+        g_lo, g_hi, tau, min_eff, core_t = self._core_thresholds(
+            eps_hist, beta, window.shape[0], grid.n_cells, released.threshold, min_pts, shift)
         core_cells, core_keys, labels, n_clusters = _spans(grid, released, window, offsets, pad,
                                                            core_t)
         self._describe_release(report, grid, offsets.shape[0], window.shape[0], released.mode,
@@ -438,6 +435,30 @@ class DPDBSCAN(PrivateClusterMixin):
         self._close_plan(plan, report, accountant)
         self.labels_ = self._labels_of(X)  # the validated raw input, not the clipped copy
         return self
+
+    def _grid_setup(self, d, bounds, epsilon, alpha, eta, share):
+        """What the fit fixes from public inputs before its read of the data: the neighbour
+        offsets NB and their pad, the core test's window (a subset of NB; merging and border
+        points keep NB, Sec. 5.3), the grid, the histogram mode and the budget split
+        ``(offsets, pad, window, grid, mode, eps_n, eps_hist)`` (also the planner's)."""
+        offsets = neighbour_offsets(d, eta)
+        pad = int(np.abs(offsets).max())
+        window = core_offsets(d, eta, self.core_radius)
+        grid = _Grid.make(bounds, eta * alpha / (4.0 * math.sqrt(d)), pad)
+        mode = self._histogram_mode(grid.n_cells)
+        eps_n = share * epsilon if mode != "dense" else 0.0
+        return offsets, pad, window, grid, mode, eps_n, epsilon - eps_n
+
+    def _core_thresholds(self, eps_hist, beta, kappa_core, n_cells, threshold, min_pts, shift):
+        """Gamma for the noise drawn (``threshold``: the sparse histogram's, None for dense),
+        tau, the effective MinPts and the core threshold: ``(g_lo, g_hi, tau, min_eff,
+        core_t)``, post-processing of public values (also the planner's)."""
+        g_lo, g_hi = neighbourhood_noise_bounds(
+            self.noise, eps_hist, beta, kappa_core, n_cells,
+            *(() if threshold is None else (threshold,)))
+        tau = g_lo + g_hi
+        min_eff = min_pts + (tau if shift == "tau" else shift)
+        return g_lo, g_hi, tau, min_eff, min_eff - g_lo
 
     def _histogram_mode(self, n_cells: int) -> str:
         """'dense', 'sparse', or 'auto' when the noisy record count must decide."""
@@ -482,8 +503,7 @@ class DPDBSCAN(PrivateClusterMixin):
                 target="record count n (sparse threshold and dense/sparse choice)",
                 note="noisy n, never the exact n (Departures 14)", item="record count n",
             )[0])
-            if mode == "auto":
-                mode = "sparse" if n_hat <= n_cells / 2 else "dense"
+            mode = _auto_mode(mode, n_hat, n_cells)
         if mode == "dense":
             dense = np.zeros(n_cells, dtype=np.int32 if counts.sum() < 2**31 else np.int64)
             dense[keys] = counts

@@ -364,11 +364,7 @@ class DPM(PrivateClusterMixin):
         else:  # sensitivity from the released count (Departures 10b): no delta for the counts
             delta_cnt_lvl = 0.0
             lambdas = np.zeros(depth + 1)
-        tau_e = (
-            float(self.min_cluster_size)
-            if self.min_cluster_size is not None
-            else max(n_hat0, 0) / 2.0**depth
-        )
+        tau_e = self._min_cluster_size(n_hat0, depth)
 
         eps_int_lvl = (np.array([plan.item(f"interval size, level {i}").epsilon
                                  for i in range(depth)]) if adaptive else None)
@@ -421,6 +417,13 @@ class DPM(PrivateClusterMixin):
         if unused:
             plan.move_unspent(unused, "leaf averages",
                               "levels the tree never reached; the leaf averages follow them")
+
+    def _min_cluster_size(self, n_hat0, depth: int) -> float:
+        """``tau_e``: ``min_cluster_size``, else ``n_hat / 2^max_depth`` (Sec. 6.1) from the
+        released root count (also the planner's, with n for n_hat)."""
+        if self.min_cluster_size is not None:
+            return float(self.min_cluster_size)
+        return max(n_hat0, 0) / 2.0**depth
 
     # ------------------------------------------------------------------ Alg. 2
     def _resolution(self, engine, mech, width, n_hat0, adaptive):

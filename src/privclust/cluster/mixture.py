@@ -444,12 +444,8 @@ class DPGaussianMixture(PrivateClusterMixin):
         if not isinstance(init, str):  # a public (K, D) array in original units
             init = (np.asarray(init, dtype=float) - mid) / half
         mu, init_desc = public_init(init, source.generator, unit, k)
-        need_n = plan.delta is None  # the delta rule needs a released count
-        eps_n = NOISY_N_SHARE * plan.epsilon if need_n else 0.0
-        if need_n:
-            plan.add("record count (delta rule)", "two-sided geometric", "pure", eps_n)
-        plan.add("component statistics, all iterations", "gaussian (zCDP)", "zcdp",
-                 plan.epsilon - eps_n, 1.0)
+        eps_n = self._plan_items(plan)
+        need_n = eps_n > 0
         self._reserve_plan(plan, accountant, "DPGaussianMixture")
 
         engine = _unit_engine(X, bounds)
@@ -487,6 +483,21 @@ class DPGaussianMixture(PrivateClusterMixin):
         self.labels_ = self.predict(X)
         return self
 
+    @staticmethod
+    def _plan_items(plan) -> float:
+        """The plan's line items: a record count when the delta rule needs one (its epsilon
+        is returned; 0 without), and the zCDP block of all iterations (also the planner's)."""
+        eps_n = NOISY_N_SHARE * plan.epsilon if plan.delta is None else 0.0
+        if eps_n:
+            plan.add("record count (delta rule)", "two-sided geometric", "pure", eps_n)
+        plan.add("component statistics, all iterations", "gaussian (zCDP)", "zcdp",
+                 plan.epsilon - eps_n, 1.0)
+        return eps_n
+
+    def _min_count(self, sigma: float) -> float:
+        """Noisy count below which a component is noise: ``min_count``, else 2 sigma."""
+        return 2.0 * sigma if self.min_count is None else float(self.min_count)
+
     def _calibrate(self, plan, report, d: int, T: int):
         """``(delta, sigma, rho per iteration, r)`` of the zCDP block, once delta is known."""
         block = plan.item("component statistics, all iterations")
@@ -510,7 +521,7 @@ class DPGaussianMixture(PrivateClusterMixin):
         uncentred second moment per iteration, then the M-step (post-processing). Returns
         ``(means, covariances, log weights, noisy counts, active)`` in unit-box units."""
         k, d = mu.shape
-        min_count = 2.0 * sigma if self.min_count is None else float(self.min_count)
+        min_count = self._min_count(sigma)
         cov = np.repeat((float(self.init_scale) ** 2 * np.eye(d))[None], k, axis=0)
         logw = np.full(k, -math.log(k))
         n_hat_k = np.zeros(k)

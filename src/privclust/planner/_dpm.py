@@ -120,8 +120,7 @@ def plan_dpm(est, n: float, d: int, bounds: np.ndarray, expected_clusters) -> di
     delta_used = rule_delta(n) if delta is None else float(delta)
     eps_cnt = [plan.item(f"record count, level {i}").epsilon for i in range(depth + 1)]
     eps_exp = [plan.item(f"split choice, level {i}").epsilon for i in range(depth)]
-    # tau_e: mirrors DPM.fit (min_cluster_size, else n_hat0 / 2^max_depth)
-    tau = float(est.min_cluster_size) if est.min_cluster_size is not None else n / 2.0**depth
+    tau = est._min_cluster_size(n, depth)
     leaf_cap = int(min(2**depth, math.floor(n / tau))) if tau > 0 else 2**depth
     k = leaf_cap if expected_clusters is None else int(expected_clusters)
     sens = t / q + alpha

@@ -14,15 +14,15 @@ from types import SimpleNamespace
 import numpy as np
 
 from ..cluster._centres import su_budget_split, su_iterations
-from ..cluster._grid import _Grid, core_offsets, neighbour_offsets
 from ..cluster.convergent import _ConvergentKMeans
+from ..cluster.dbscan import _auto_mode
 from ..cluster.dpcube import DPCube
 from ..cluster.emmc import EMMC
 from ..cluster.hst import HSTKMeans
 from ..cluster.lloyd import DPLloyd
 from ..cluster.lsh_splits import LSHSplits
 from ..privacy import PrivacyPlan
-from ..privacy.histogram import neighbourhood_noise_bounds, sparse_threshold
+from ..privacy.histogram import sparse_threshold
 from ..privacy.plan import NOISY_N_SHARE
 from ._dpm import geometric_sd
 
@@ -34,23 +34,13 @@ def plan_dbscan(est, n: float, d: int, bounds: np.ndarray, expected_clusters) ->
     """DPDBSCAN's grid, histogram, Gamma, tau and core threshold at ``n`` records (mirrors the
     part of ``DPDBSCAN.fit`` before its only read of the data, with the noisy n taken as n)."""
     eps, alpha, min_pts, eta, beta, share, shift = est._check_params()
-    offsets = neighbour_offsets(d, eta)
-    pad = int(np.abs(offsets).max())
-    window = core_offsets(d, eta, est.core_radius)
-    grid = _Grid.make(bounds, eta * alpha / (4.0 * math.sqrt(d)), pad)
-    mode = est._histogram_mode(grid.n_cells)
-    eps_n = share * eps if mode != "dense" else 0.0
-    eps_hist = eps - eps_n
-    if mode == "auto":  # mirrors DPDBSCAN._release_histogram's switch, at n_hat = n
-        mode = "sparse" if n <= grid.n_cells / 2 else "dense"
+    offsets, _, window, grid, mode, _, eps_hist = est._grid_setup(d, bounds, eps, alpha, eta,
+                                                                  share)
+    mode = _auto_mode(mode, n, grid.n_cells)  # the fit's switch, at n_hat = n
     threshold = sparse_threshold(grid.n_cells, n, eps_hist, est.noise) if mode == "sparse" \
         else None
-    g_lo, g_hi = neighbourhood_noise_bounds(
-        est.noise, eps_hist, beta, window.shape[0], grid.n_cells,
-        *(() if threshold is None else (threshold,)))
-    tau = g_lo + g_hi
-    min_eff = min_pts + (tau if shift == "tau" else shift)
-    core_t = min_eff - g_lo
+    g_lo, g_hi, tau, min_eff, core_t = est._core_thresholds(
+        eps_hist, beta, window.shape[0], grid.n_cells, threshold, min_pts, shift)
     kappa_core = int(window.shape[0])
     found = None
     if expected_clusters is not None:
@@ -193,18 +183,11 @@ def plan_mixture(est, n: float, d: int, bounds: np.ndarray, expected_clusters) -
     """DPGaussianMixture's sigma per iteration (its own ``_calibrate``) and ``min_count``."""
     eps, delta, k, T = est._check_params()
     plan = PrivacyPlan("DPGaussianMixture", eps, delta)
-    need_n = plan.delta is None
-    eps_n = NOISY_N_SHARE * plan.epsilon if need_n else 0.0
-    # mirrors DPGaussianMixture.fit's two line items
-    if need_n:
-        plan.add("record count (delta rule)", "two-sided geometric", "pure", eps_n)
-    plan.add("component statistics, all iterations", "gaussian (zCDP)", "zcdp",
-             plan.epsilon - eps_n, 1.0)
-    if need_n:
+    if est._plan_items(plan):
         plan.resolve_delta(n, "the planner's n")
     delta_used, sigma, _, r = est._calibrate(plan, SimpleNamespace(notes=[], zcdp_delta=None),
                                             d, T)
-    min_count = 2.0 * sigma if est.min_count is None else float(est.min_count)  # _hard_em
+    min_count = est._min_count(sigma)
     half = (bounds[:, 1] - bounds[:, 0]) / 2.0
     size = n / k
     return {
