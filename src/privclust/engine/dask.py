@@ -36,7 +36,7 @@ import numpy as np
 from dask import delayed
 
 from .base import AssignmentStats, Engine, Grouping, NearestCentre
-from .local import LocalEngine, LocalGrouping
+from .local import LocalEngine, LocalGrouping, cell_index_box, cells_of_keys
 
 __all__ = ["DaskData", "DaskEngine", "DaskGrouping", "as_dask_data", "unit_box_engine"]
 
@@ -551,14 +551,11 @@ class DaskEngine(Engine):
         n, d = self.X.shape
         if n == 0:
             return np.zeros((0, d), dtype=np.int64), np.zeros(0, dtype=np.int64)
-        lo = np.floor((self.bounds[:, 0] - origin) / cell_width).astype(np.int64)
-        hi = np.floor((self.bounds[:, 1] - origin) / cell_width).astype(np.int64)
-        span = hi - lo + 1
-        if float(np.prod(span.astype(float))) >= 2.0**62:  # keys would overflow: rows
+        lo, span, strides = cell_index_box(self.bounds, origin, cell_width)
+        if strides is None:  # keys would overflow: rows
             parts = [delayed(_on_block)(self._proto, "cell_counts", x, None, 0,
                                         (origin, cell_width), {}) for x in self._xblocks]
             return self._compute(delayed(_merge_cell_rows)(*parts))[0]
-        strides = np.cumprod(np.r_[1, span[:0:-1]])[::-1].astype(np.int64)
         total = int(np.prod(span))
         n_parts = max(1, min(-(-n // _PART_VALUES), total))
         width = -(-total // n_parts)  # key range per partition
@@ -568,12 +565,7 @@ class DaskEngine(Engine):
                               for p in range(n_parts)])
         ukeys = np.concatenate([r[0] for r in res])  # partitions are key ranges, in order
         counts = np.concatenate([r[1] for r in res])
-        cells = np.empty((ukeys.size, d), dtype=np.int64)
-        rest = ukeys
-        for j in range(d):
-            cells[:, j], rest = np.divmod(rest, strides[j])
-        cells += lo
-        return cells, counts
+        return cells_of_keys(ukeys, lo, strides), counts
 
     # neighbour gaps: a distributed bucket sort per feature -----------------------------
     def _sort_pass(self, blocks, lo, inv_width, n_values, n_cols, groups=None, span=None):

@@ -249,16 +249,11 @@ class LocalEngine(Engine):
         n, d = self.X.shape
         if n == 0:
             return np.zeros((0, d), dtype=np.int64), np.zeros(0, dtype=np.int64)
-        # Records are clipped to the public bounds, so the index box comes from them (no pass
-        # over the data to find it).
-        lo = np.floor((self.bounds[:, 0] - origin) / cell_width).astype(np.int64)
-        hi = np.floor((self.bounds[:, 1] - origin) / cell_width).astype(np.int64)
-        span = hi - lo + 1
-        if float(np.prod(span.astype(float))) >= 2.0**62:  # keys would overflow: rows
+        lo, span, strides = cell_index_box(self.bounds, origin, cell_width)
+        if strides is None:  # keys would overflow: unique rows
             idx = np.floor((self.X - origin) / cell_width).astype(np.int64)
             cells, counts = np.unique(idx, axis=0, return_counts=True)
             return cells, counts.astype(np.int64)
-        strides = np.cumprod(np.r_[1, span[:0:-1]])[::-1].astype(np.int64)
         total = int(np.prod(span))
         keys = np.empty(n, dtype=np.int32 if total < 2**31 else np.int64)
 
@@ -276,11 +271,7 @@ class LocalEngine(Engine):
             counts = acc[ukeys]
         else:
             ukeys, counts = np.unique(keys, return_counts=True)
-        cells = np.empty((ukeys.size, d), dtype=np.int64)
-        rest = ukeys
-        for j in range(d):
-            cells[:, j], rest = np.divmod(rest, strides[j])
-        cells += lo
+        cells = cells_of_keys(ukeys, lo, strides)
         return cells, counts.astype(np.int64)
 
     def assignment_stats(self, assignment, *, second_moments=False, squared_norms=False):
@@ -391,3 +382,25 @@ def _most_likely(assignment: MostLikelyComponent):
         return np.argmax(score, axis=1)
 
     return labels
+
+
+def cell_index_box(bounds, origin, cell_width):
+    """``(lo, span, strides)`` of the grid cells the bounds cover: records are clipped to the
+    public bounds, so the index box comes from them (no pass over the data). ``strides`` is
+    None when flat keys would overflow 62 bits."""
+    lo = np.floor((bounds[:, 0] - origin) / cell_width).astype(np.int64)
+    hi = np.floor((bounds[:, 1] - origin) / cell_width).astype(np.int64)
+    span = hi - lo + 1
+    if float(np.prod(span.astype(float))) >= 2.0**62:
+        return lo, span, None
+    return lo, span, np.cumprod(np.r_[1, span[:0:-1]])[::-1].astype(np.int64)
+
+
+def cells_of_keys(keys: np.ndarray, lo: np.ndarray, strides: np.ndarray) -> np.ndarray:
+    """The (m, d) cell indices of flat keys over the box ``lo`` with ``strides``."""
+    cells = np.empty((keys.size, strides.size), dtype=np.int64)
+    rest = keys
+    for j in range(strides.size):
+        cells[:, j], rest = np.divmod(rest, strides[j])
+    cells += lo
+    return cells
