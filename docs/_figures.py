@@ -131,52 +131,36 @@ def fig_morse(out: Path = OUT) -> Path:
     return _save(fig, out, "morse.png")
 
 
-def fig_hst(out: Path = OUT) -> Path:
-    """HSTKMeans on four blobs, k = 4, epsilon = 1: the clusters and the private tree's cells."""
-    from privclust import HSTKMeans
+def _centre_figure(out: Path, cls_name: str, filename: str) -> Path:
+    """A centre model (k = 4, epsilon = 1) on 20,000 points from four blobs, with its centres."""
+    import privclust
 
     X, _ = blobs(20_000)
-    model = HSTKMeans(4, epsilon=1.0, bounds=BLOB_BOUNDS, random_state=0).fit(X)
+    model = getattr(privclust, cls_name)(4, epsilon=1.0, bounds=BLOB_BOUNDS, random_state=0)
     fig, ax = plt.subplots(figsize=(6.5, 5.5))
-    plot_clusters(X, model, ax=ax)
-    ax.set_title("HSTKMeans, epsilon = 1")
-    return _save(fig, out, "hst.png")
+    plot_clusters(X, model.fit(X), ax=ax)
+    ax.set_title(f"{cls_name}, epsilon = 1")
+    return _save(fig, out, filename)
+
+
+def fig_hst(out: Path = OUT) -> Path:
+    """HSTKMeans on four blobs, k = 4, epsilon = 1."""
+    return _centre_figure(out, "HSTKMeans", "hst.png")
 
 
 def fig_lsh(out: Path = OUT) -> Path:
     """LSHSplits on four blobs, k = 4, epsilon = 1."""
-    from privclust import LSHSplits
-
-    X, _ = blobs(20_000)
-    model = LSHSplits(4, epsilon=1.0, bounds=BLOB_BOUNDS, random_state=0).fit(X)
-    fig, ax = plt.subplots(figsize=(6.5, 5.5))
-    plot_clusters(X, model, ax=ax)
-    ax.set_title("LSHSplits, epsilon = 1")
-    return _save(fig, out, "lsh.png")
+    return _centre_figure(out, "LSHSplits", "lsh.png")
 
 
 def fig_emmc(out: Path = OUT) -> Path:
     """EMMC on four blobs, k = 4, epsilon = 1."""
-    from privclust import EMMC
-
-    X, _ = blobs(20_000)
-    model = EMMC(4, epsilon=1.0, bounds=BLOB_BOUNDS, random_state=0).fit(X)
-    fig, ax = plt.subplots(figsize=(6.5, 5.5))
-    plot_clusters(X, model, ax=ax)
-    ax.set_title("EMMC, epsilon = 1")
-    return _save(fig, out, "emmc.png")
+    return _centre_figure(out, "EMMC", "emmc.png")
 
 
 def fig_dpcube(out: Path = OUT) -> Path:
     """DPCube on four blobs, k = 4, epsilon = 1."""
-    from privclust import DPCube
-
-    X, _ = blobs(20_000)
-    model = DPCube(4, epsilon=1.0, bounds=BLOB_BOUNDS, random_state=0).fit(X)
-    fig, ax = plt.subplots(figsize=(6.5, 5.5))
-    plot_clusters(X, model, ax=ax)
-    ax.set_title("DPCube, epsilon = 1")
-    return _save(fig, out, "dpcube.png")
+    return _centre_figure(out, "DPCube", "dpcube.png")
 
 
 def fig_planner(out: Path = OUT) -> Path:
