@@ -15,49 +15,11 @@ cost per record at the released centres, and the fit time (the median of the run
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
-import warnings
 
 import numpy as np
-from sklearn.datasets import make_blobs
 
-from privclust.cluster.hst import HSTKMeans
-from privclust.datasets import DatasetNotFoundError, load
-from privclust.metrics import accuracy_majority, ari
-
-
-def synth_10d():
-    X, y = make_blobs(100_000, 10, centers=64, center_box=(-100, 100), random_state=42)
-    return "synth-10d", X, y, 64, (-100.0, 100.0)
-
-
-def stored(name, k):
-    try:
-        ds = load(name)
-    except (DatasetNotFoundError, FileNotFoundError, OSError) as exc:
-        print(f"{name}: skipped ({type(exc).__name__}: {exc})")
-        return None
-    return name, ds.X, ds.y, k, ds.bounds
-
-
-def run(name, X, y, k, bounds, eps, runs, params):
-    acc, aris, costs, times = [], [], [], []
-    for seed in range(runs):
-        t0 = time.perf_counter()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # records clipped to the public bounds
-            model = HSTKMeans(k, epsilon=eps, bounds=bounds, random_state=seed, **params).fit(X)
-        times.append(time.perf_counter() - t0)
-        acc.append(accuracy_majority(y, model.labels_))
-        aris.append(ari(y, model.labels_))
-        costs.append(model.cost_history_[-1] / X.shape[0])
-        assert abs(model.privacy_report_.total().epsilon - eps) < 1e-9 * eps
-    med = statistics.median
-    print(f"{name:<12} eps={eps:<4g} k={k:<3} acc {med(acc):.3f} (min {min(acc):.3f})  "
-          f"ARI {med(aris):.3f}  cost/record {med(costs):10.4g}  fit {med(times):.3f} s  "
-          f"(median of {runs})")
-    return med(acc), med(times)
+from _centre_models import data_sets, measure
+from privclust import HSTKMeans
 
 
 def main(argv=None):
@@ -77,16 +39,13 @@ def main(argv=None):
     if args.refine_share is not None:
         params["refine"], params["refine_share"] = True, args.refine_share
     print(f"HSTKMeans {params or '(defaults)'}")
-    sets = [synth_10d()]
-    if not args.quick:
-        sets += [s for s in (stored("uci_letter", 26), stored("mnist_emb40", 10)) if s]
-    for name, X, y, k, bounds in sets:
-        if name == "uci_letter":
-            bounds = (0.0, 15.0)
+    for name, X, y, k, bounds in data_sets(args.quick):
         for eps in args.epsilons:
-            acc, fit = run(name, X, y, k, bounds, eps, args.runs, params)
+            row = measure("HSTKMeans", lambda seed, k=k, eps=eps, bounds=bounds: HSTKMeans(
+                k, epsilon=eps, bounds=bounds, random_state=seed, **params),
+                name, X, y, k, bounds, eps, args.runs)
             if name == "synth-10d" and eps == 1.0:
-                ok = acc >= 0.90 and fit <= 1.0
+                ok = row["acc"] >= 0.90 and row["fit"] <= 1.0
                 print(f"  target (accuracy >= 0.90, fit <= 1 s at epsilon 1): "
                       f"{'met' if ok else 'NOT met'}")
 
