@@ -20,73 +20,15 @@ from sklearn.base import clone
 from sklearn.datasets import make_blobs
 
 import privclust.cluster.dpcube as dpcube
-import privclust.privacy.histogram as histogram
 import privclust.privacy.mechanisms as mechanisms
+from _draws import DrawRecorder, true_spend
 from privclust.cluster.dpcube import DPCube
 from privclust.cluster.hst import level_keys
 from privclust.engine import LocalEngine
 from privclust.metrics import accuracy_majority
 from privclust.privacy import Accountant, Budget, BudgetExceededError
 
-
 # =========================================================================== instrumentation
-class DrawRecorder:
-    """Records every noise draw (kind, parameter) and the inputs of every sparse histogram.
-    ``histogram_factor`` != 1 plants a bug: the histograms' noise of another epsilon than the
-    one recorded."""
-
-    def __init__(self, monkeypatch, histogram_factor: float = 1.0):
-        self.draws: list[tuple[str, float]] = []
-        self.histograms: list[tuple[np.ndarray, np.ndarray, int]] = []
-        m = mechanisms
-        geo, lap, gau, gum = (m._draw_two_sided_geometric, m._draw_laplace, m._draw_gaussian,
-                              m._draw_gumbel)
-        sparse = histogram.sparse_histogram
-
-        def rec(kind, fn):
-            def wrapped(rng, param, size):
-                self.draws.append((kind, float(np.max(param))))
-                return fn(rng, param, size)
-            return wrapped
-
-        def sparse_rec(rng, keys, counts, n_cells, epsilon, threshold, noise="geometric", **kw):
-            self.histograms.append((np.array(keys), np.array(counts), int(n_cells)))
-            self.draws.append(("histogram", float(epsilon)))
-            return sparse(rng, keys, counts, n_cells, epsilon * histogram_factor, threshold,
-                          noise, **kw)
-
-        monkeypatch.setattr(m, "_draw_two_sided_geometric", rec("geometric", geo))
-        monkeypatch.setattr(m, "_draw_laplace", rec("laplace", lap))
-        monkeypatch.setattr(m, "_draw_gaussian", rec("gaussian", gau))
-        monkeypatch.setattr(m, "_draw_gumbel", rec("gumbel", gum))
-        monkeypatch.setattr(histogram, "sparse_histogram", sparse_rec)
-
-
-def true_spend(report, rec: DrawRecorder, d: int) -> list[float]:
-    """The epsilon each release really spent, read from its noise draws and the independently
-    known sensitivity of what it released (cube counts and sizes: 1; unit sums: d)."""
-    draws = list(rec.draws)
-    spent = []
-    for r in report.releases:
-        kind, param = draws.pop(0)
-        if r.mechanism.endswith("sparse hist"):
-            assert kind == "histogram"
-            geo_kind, geo_eps = draws.pop(0)  # noise on the listed cubes
-            assert geo_kind == "geometric"
-            tail_kind, tail_scale = draws.pop(0)  # the false positives' tail, Exp(eps)
-            assert tail_kind == "laplace"
-            assert math.isclose(tail_scale, 1.0 / geo_eps, rel_tol=1e-12)
-            spent.append(geo_eps)
-        elif r.mechanism == "two-sided geometric":
-            assert kind == "geometric"
-            spent.append(param)
-        elif r.mechanism == "laplace":
-            assert kind == "laplace"
-            spent.append(d / param)
-        else:
-            raise AssertionError(f"unexpected release {r.mechanism}")
-    assert draws == [], f"draws without a ledger line: {draws}"
-    return spent
 
 
 def level_one_counts(X, bounds, G, shift):
