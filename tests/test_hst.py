@@ -81,7 +81,7 @@ def test_one_record_changes_each_level_by_at_most_one_in_one_cell():
     bounds = np.tile([0.0, 1.0], (d, 1))
     X = np.clip(rng.normal(0.5, 0.15, (3000, d)), 0, 1)
     shift = rng.uniform(0, 1, d)
-    tree = hst._Tree(bounds, shift, 6)
+    tree = hst.QuadTree(bounds, shift, 6)
     for extra in ([0.0, 0.0, 0.0], [1.0, 1.0, 1.0], X[0], [0.51, 0.49, 0.5]):
         X1 = np.vstack([X, extra])
         survivors = np.zeros((1, d), dtype=np.int64)
@@ -131,7 +131,7 @@ def test_a_tree_that_stops_early_spends_its_budget_on_a_retry():
     model = HSTKMeans(7, epsilon=1.0, bounds=(0, 1), max_depth=8, random_state=0).fit(X)
     rep = model.privacy_report_
     assert rep.total().epsilon == pytest.approx(1.0, rel=1e-9)
-    assert any(r.item == hst._RETRY for r in rep.releases)
+    assert any(r.item == hst.RETRY_ITEM for r in rep.releases)
     assert len(rep.releases) < 8  # the levels below were not released one by one
 
 
@@ -176,7 +176,7 @@ def test_wide_data_halves_its_dimensions_in_blocks():
     m = HSTKMeans(3, bounds=(-10, 10), max_depth=4, random_state=0).fit(X)
     _check_centres(m, 3, np.tile([-10.0, 10.0], (45, 1)))
     assert m.privacy_report_.total().epsilon == pytest.approx(1.0)
-    tree = hst._Tree(np.tile([-10.0, 10.0], (45, 1)), np.zeros(45), 4)
+    tree = hst.QuadTree(np.tile([-10.0, 10.0], (45, 1)), np.zeros(45), 4)
     assert [b.size for b in tree.blocks] == [23, 22]
 
 

@@ -28,7 +28,7 @@ from ._base import (
     nearest_centre,
 )
 from ._centres import finish_centre_fit, kmeans_cost, noisy_centroids, plan_centroid_items
-from .hst import _RETRY, HSTKMeans, _Tree
+from .hst import RETRY_ITEM, QuadTree, grow_tree
 
 __all__ = ["EMMC", "coverage_matrix", "greedy_cover_scores"]
 
@@ -277,7 +277,7 @@ class EMMC(PrivateClusterMixin):
         levels = [f"cell counts, level {lv}" for lv in range(1, depth + 1)]
         for name in levels:
             plan.add(name, "geometric sparse histogram", "pure", eps_net / depth)
-        plan.add(_RETRY, "geometric sparse histogram", "pure", 0.0)
+        plan.add(RETRY_ITEM, "geometric sparse histogram", "pure", 0.0)
         plan.add(_ITEM_COVER, "exponential", "pure", eps_cover)
         plan.add(_ITEM_WEIGHT, "two-sided geometric", "pure", eps_weight)
         items = plan_centroid_items(plan, "refinement", eps - rest, d) if refine_share else None
@@ -300,7 +300,7 @@ class EMMC(PrivateClusterMixin):
         source = resolve_random_state(self.random_state)
         gen = source.generator
         shift = gen.uniform(0.0, 1.0, size=d) * (bounds[:, 1] - bounds[:, 0])  # public
-        tree = _Tree(bounds, shift, depth)
+        tree = QuadTree(bounds, shift, depth)
         levels, items, eps_level, eps_cover, eps_weight = self._plan_items(
             plan, depth, shares, rshare, d)
         self._reserve_plan(plan, accountant, "EMMC")
@@ -309,7 +309,7 @@ class EMMC(PrivateClusterMixin):
         report = self._start_report(plan.reserved(), source)
         mech = Mechanisms(source, report, plan)
         with fit_progress("EMMC", depth + 2 + int(refine)) as step:
-            cells, _ = HSTKMeans._grow_tree(engine, mech, tree, levels, eps_level, step)
+            cells, _ = grow_tree(engine, mech, tree, levels, eps_level, step)
             cand = self._max_cover(engine, mech, tree, cells, m, scales, rad, eps_cover, gen)
             step()
             weights = self._candidate_counts(engine, mech, cand, eps_weight)

@@ -28,7 +28,7 @@ from ._base import (
 )
 from ._centres import finish_centre_fit, kmeans_cost, noisy_centroids, plan_centroid_items
 
-__all__ = ["HSTKMeans", "hst_threshold", "level_keys"]
+__all__ = ["RETRY_ITEM", "HSTKMeans", "QuadTree", "grow_tree", "hst_threshold", "level_keys"]
 
 #: Default share of epsilon for the private Lloyd refinement (the rest builds the tree).
 REFINE_SHARE = 0.3
@@ -42,7 +42,7 @@ MAX_SPLIT_DIMS = 40
 #: Post-processing: restarts of the weighted k-means on the private tree's summary.
 _N_INIT = 3
 #: The line item that takes the budget of the levels a tree does not reach.
-_RETRY = "cell counts, retry of the last level"
+RETRY_ITEM = "cell counts, retry of the last level"
 
 
 def hst_threshold(epsilon: float, n_children: int,
@@ -125,7 +125,7 @@ def _release_level(mech, n_parents, b, keys, counts, epsilon, level, item):
     )
 
 
-class _Tree:
+class QuadTree:
     """The public geometry of the shifted quadtree: origin, widths and split blocks per level."""
 
     def __init__(self, bounds: np.ndarray, shift: np.ndarray, depth: int):
@@ -324,7 +324,7 @@ class HSTKMeans(PrivateClusterMixin):
         levels = [f"cell counts, level {lv}" for lv in range(1, depth + 1)]
         for name in levels:
             plan.add(name, "geometric sparse histogram", "pure", eps_level)
-        plan.add(_RETRY, "geometric sparse histogram", "pure", 0.0)  # see _grow_tree
+        plan.add(RETRY_ITEM, "geometric sparse histogram", "pure", 0.0)  # see grow_tree
         items = plan_centroid_items(plan, "refinement", eps_refine, d) if share else None
         return levels, items, eps_level
 
@@ -344,7 +344,7 @@ class HSTKMeans(PrivateClusterMixin):
         source = resolve_random_state(self.random_state)
         gen = source.generator
         shift = gen.uniform(0.0, 1.0, size=d) * (bounds[:, 1] - bounds[:, 0])  # public
-        tree = _Tree(bounds, shift, depth)
+        tree = QuadTree(bounds, shift, depth)
         levels, items, eps_level = self._plan_items(plan, depth, share, d)
         self._reserve_plan(plan, accountant, "HSTKMeans")
 
@@ -352,7 +352,7 @@ class HSTKMeans(PrivateClusterMixin):
         report = self._start_report(plan.reserved(), source)
         mech = Mechanisms(source, report, plan)
         with fit_progress("HSTKMeans", depth + int(refine)) as step:
-            cells, counts = self._grow_tree(engine, mech, tree, levels, eps_level, step)
+            cells, counts = grow_tree(engine, mech, tree, levels, eps_level, step)
             reached = len(cells)
             points, weights = self._summary(tree, cells, counts)
             centres = self._centres_from_summary(points, weights, bounds, k, gen)
@@ -381,47 +381,6 @@ class HSTKMeans(PrivateClusterMixin):
                                  plan, accountant)
 
     # ------------------------------------------------------------------ the private tree
-    @staticmethod
-    def _grow_tree(engine, mech, tree, levels, eps_level, step):
-        """Release the tree level by level. A level that releases no cell is released once
-        more with the budget of every level below it (the ``retry`` item); then the tree
-        stops. Returns the released cells (integer indices) and noisy counts per level."""
-        d = tree.bounds.shape[0]
-        plan = mech.plan
-        survivors = np.zeros((1, d), dtype=np.int64)  # the root: public, holds every record
-        out_cells, out_counts = [], []
-        level = 0
-        while level < len(levels):
-            level += 1
-            blk = tree.block(level)
-            cells, counts = engine.cell_counts(tree.origin, tree.width(level))
-            keys, inside = level_keys(survivors, cells, blk)
-            rkeys, rvals = _release_level(mech, survivors.shape[0], blk.size, keys,
-                                          counts[inside], eps_level, level, levels[level - 1])
-            step()
-            if rkeys.size == 0 and level < len(levels):
-                eps_retry = plan.move_unspent(levels[level:], _RETRY, "the tree stopped at "
-                                              f"level {level}: its cells are released again "
-                                              "with the budget of the levels below")
-                rkeys, rvals = _release_level(mech, survivors.shape[0], blk.size, keys,
-                                              counts[inside], eps_retry, level, _RETRY)
-                level = len(levels)
-            if rkeys.size == 0:
-                break
-            children = survivors[rkeys >> blk.size].copy()
-            child_bits = (rkeys[:, None] >> np.arange(blk.size, dtype=np.int64)) & 1
-            children[:, blk] = 2 * children[:, blk] + child_bits
-            out_cells.append(children)
-            out_counts.append(np.asarray(rvals, dtype=np.int64))
-            survivors = children
-            if level < len(levels) and \
-                    survivors.shape[0] * (1 << tree.block(level + 1).size) >= 2**62:
-                plan.move_unspent(levels[level:], _RETRY, "flat cell keys would overflow")
-                plan.leave_unspent(_RETRY, "the tree is too wide to grow further")
-                break
-        return out_cells, out_counts
-
-    # ------------------------------------------------------------------ post-processing
     @staticmethod
     def _summary(tree, cells, counts):
         """Weighted points of the private tree: every released cell at its centre, weighted by
@@ -467,3 +426,45 @@ class HSTKMeans(PrivateClusterMixin):
             return np.zeros(k, dtype=np.int64)
         lab = nearest_centre(points, centres)
         return np.rint(np.bincount(lab, weights=weights, minlength=k)).astype(np.int64)
+
+
+def grow_tree(engine, mech, tree, levels, eps_level, step):
+    """Release the tree level by level. A level that releases no cell is released once
+    more with the budget of every level below it (the ``retry`` item); then the tree
+    stops. Returns the released cells (integer indices) and noisy counts per level."""
+    d = tree.bounds.shape[0]
+    plan = mech.plan
+    survivors = np.zeros((1, d), dtype=np.int64)  # the root: public, holds every record
+    out_cells, out_counts = [], []
+    level = 0
+    while level < len(levels):
+        level += 1
+        blk = tree.block(level)
+        cells, counts = engine.cell_counts(tree.origin, tree.width(level))
+        keys, inside = level_keys(survivors, cells, blk)
+        rkeys, rvals = _release_level(mech, survivors.shape[0], blk.size, keys,
+                                      counts[inside], eps_level, level, levels[level - 1])
+        step()
+        if rkeys.size == 0 and level < len(levels):
+            eps_retry = plan.move_unspent(levels[level:], RETRY_ITEM, "the tree stopped at "
+                                          f"level {level}: its cells are released again "
+                                          "with the budget of the levels below")
+            rkeys, rvals = _release_level(mech, survivors.shape[0], blk.size, keys,
+                                          counts[inside], eps_retry, level, RETRY_ITEM)
+            level = len(levels)
+        if rkeys.size == 0:
+            break
+        children = survivors[rkeys >> blk.size].copy()
+        child_bits = (rkeys[:, None] >> np.arange(blk.size, dtype=np.int64)) & 1
+        children[:, blk] = 2 * children[:, blk] + child_bits
+        out_cells.append(children)
+        out_counts.append(np.asarray(rvals, dtype=np.int64))
+        survivors = children
+        if level < len(levels) and \
+                survivors.shape[0] * (1 << tree.block(level + 1).size) >= 2**62:
+            plan.move_unspent(levels[level:], RETRY_ITEM, "flat cell keys would overflow")
+            plan.leave_unspent(RETRY_ITEM, "the tree is too wide to grow further")
+            break
+    return out_cells, out_counts
+
+# ------------------------------------------------------------------ post-processing
