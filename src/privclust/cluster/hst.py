@@ -145,9 +145,11 @@ class QuadTree:
             self.halvings[level, self.block(level)] += 1
 
     def block(self, level: int) -> np.ndarray:
+        """The features halved at ``level`` (wide data halves its features in blocks)."""
         return self.blocks[(level - 1) % len(self.blocks)]
 
     def width(self, level: int) -> np.ndarray:
+        """The cells' widths at ``level``."""
         # exact powers of two: floor((x - o) / w_l) >> 1 == floor((x - o) / w_{l-1})
         return self.root_width / np.exp2(self.halvings[level])
 
