@@ -12,11 +12,13 @@ import pytest
 from sklearn.base import clone
 from sklearn.cluster import DBSCAN
 
+import privclust.cluster._span_lookup as S
 import privclust.cluster.dbscan as D
 import privclust.privacy.histogram as H
 import privclust.privacy.mechanisms as mech_mod
 from _audit import assert_private, audit, threshold_events
 from privclust import io, viz
+from privclust.cluster._span_lookup import NEEDS_POINTS, SpanLookup, border_cell_codes
 from privclust.cluster.dbscan import DPDBSCAN, neighbour_offsets, neighbourhood_size, paper_kappa
 from privclust.privacy import Accountant, Budget, BudgetExceededError
 from privclust.privacy.histogram import gamma_geometric, gamma_laplace
@@ -232,11 +234,11 @@ def test_predict_equals_labels_and_handles_new_points():
     pts = m.grid_origin_ + (cell + np.array([[0.1, 0.1], [0.9, 0.5], [0.5, 0.99]])) * m.cell_width_
     assert (m.predict(pts) == m.span_labels_[0]).all()
     # the binary-search path gives the same answer as the lookup table
-    lut, D._LUT_CELLS = D._LUT_CELLS, 0
+    lut, S._LUT_CELLS = S._LUT_CELLS, 0
     try:
         assert (m.predict(X) == m.labels_).all()
     finally:
-        D._LUT_CELLS = lut
+        S._LUT_CELLS = lut
 
 
 def test_spans_partition_the_core_cells():
@@ -604,13 +606,22 @@ def test_settled_border_cells_match_the_point_by_point_rule():
     kw = dict(epsilon=1.0, eps=0.5, min_samples=30, bounds=(0, 10), random_state=1)
     m = DPDBSCAN(**kw).fit(X)
     assert m.n_clusters_ == 2
-    shape = tuple(int(v) for v in m.grid_shape_)
-    grid = np.full(int(np.prod(shape)), -1, dtype=np.int32)
-    grid[m._core_keys] = m.span_labels_
     offsets = D.neighbour_offsets(2, m.eta)
-    settled, near = D._settled_border_cells(grid.reshape(shape), offsets, m.cell_width_, m.eps)
-    core = grid.reshape(shape) >= 0
-    assert (settled[~core] >= 0).any() and ((settled < 0) & near & ~core).any()
+    keys, codes = border_cell_codes(m._core_keys, m.span_labels_, m.grid_shape_, offsets,
+                                    m.cell_width_, m.eps)
+    core = np.isin(keys, m._core_keys)
+    assert (codes[~core] >= 0).any() and (codes[~core] == NEEDS_POINTS).any()
+    np.testing.assert_array_equal(codes[core], m.span_labels_)  # core keys are sorted
+    # every settled cell: the point-by-point rule gives its code at points spread over it
+    lookup = SpanLookup(m)
+    grid = np.stack(np.meshgrid(*[np.linspace(0.01, 0.99, 7)] * 2), -1).reshape(-1, 2)
+    for key, code in zip(keys[~core], codes[~core], strict=True):
+        if code < 0:
+            continue
+        cell = np.array(np.unravel_index(key, tuple(m.grid_shape_)))
+        x = m.grid_origin_ + (cell + grid) * m.cell_width_
+        got = lookup.nearest_core_span(x, np.tile(cell, (len(x), 1)))
+        assert (got == code).all()
     few = np.concatenate([m.predict(X[i : i + 7]) for i in range(0, len(X), 7)])
     np.testing.assert_array_equal(few, m.labels_)
     assert (m.labels_[-600:] >= 0).any() and (m.labels_[-600:] < 0).any()

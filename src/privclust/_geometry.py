@@ -1,5 +1,5 @@
-"""Nearest-centre assignment and per-group sums: one implementation for prediction, evaluation
-and the engine.
+"""Nearest-centre assignment, per-group sums and grid-cell keys: one implementation for
+prediction, evaluation and the engine.
 
 Imports nothing from privclust, so every layer may use it.
 """
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["group_column_sums", "nearest_centres"]
+__all__ = ["flat_cell_keys", "group_column_sums", "nearest_centres"]
 
 _BLOCK_ELEMENTS = 1 << 16  # (rows, centres) distances per block: fits in cache
 _controller = None
@@ -75,3 +75,45 @@ def group_column_sums(group: np.ndarray, x: np.ndarray, n_groups: int) -> np.nda
     key = (np.asarray(group, dtype=np.int64)[:, None] * d + np.arange(d)).ravel()
     return np.bincount(key, weights=np.asarray(x, dtype=float).ravel(),
                        minlength=n_groups * d).reshape(n_groups, d)
+
+
+def flat_cell_keys(x, origin, width, lo, span, strides, out=None) -> np.ndarray:
+    """The flat key of the grid cell of every row of ``x``:
+    ``sum_j clip(floor((x_j - origin_j) / width_j) - lo_j, 0, span_j - 1) * strides_j``.
+
+    Each coordinate is computed in float64 (float32 input is widened first), as every grid
+    pass of the library computes it, so the engine's cell counts and a model's lookups put a
+    point in the same cell. Column by column with in-place temporaries: about 5x faster than
+    the (rows, d) array expression on 2-D data. The sum is accumulated in float64 when every
+    key is below 2**53 (exact for integers), otherwise in int64.
+
+    Parameters
+    ----------
+    x : (m, d) array of finite numbers.
+    origin, width : (d,) floats; ``lo``, ``span``, ``strides`` : (d,) ints.
+    out : (m,) integer array to fill, optional.
+
+    Returns
+    -------
+    (m,) integer array (``out`` when given, else int64).
+    """
+    m, d = x.shape
+    if out is None:
+        out = np.empty(m, dtype=np.int64)
+    in_float = float(np.prod(np.asarray(span, dtype=float))) <= 2.0**53
+    acc = np.zeros(m) if in_float else np.zeros(m, dtype=np.int64)
+    c = np.empty(m)
+    for j in range(d):
+        np.subtract(x[:, j], origin[j], out=c, dtype=np.float64)
+        c /= width[j]
+        np.floor(c, out=c)
+        if lo[j]:
+            c -= lo[j]
+        np.clip(c, 0, span[j] - 1, out=c)
+        if in_float:
+            c *= strides[j]
+            acc += c
+        else:
+            acc += c.astype(np.int64) * strides[j]
+    out[...] = acc
+    return out

@@ -224,41 +224,6 @@ def _dense_neighbourhood_sums(values: np.ndarray, offsets: np.ndarray, pad: int)
 
 
 
-def _settled_border_cells(core_labels: np.ndarray, offsets: np.ndarray, w: float, eps: float):
-    """Per cell of a dense grid of span labels (-1: not a core cell): ``(settled, near)``.
-
-    ``near``: some core cell lies in the cell's NB. ``settled``: the one span label of all the
-    core cells in NB, where there is exactly one and one of those cells is within ``eps`` of
-    every point of the cell (offset ``o`` with ``w ||o|| < eps``: the farthest point of the
-    cell is ``w ||o||`` from the box of cell ``c + o``); else -1. Every point of a settled cell
-    has the border label it would get point by point (its nearest core cell within ``eps``
-    carries that label), so the per-point pass can skip it.
-    """
-    shape = core_labels.shape
-    pad = int(np.abs(offsets).max())
-    padded = np.pad(core_labels.astype(np.int32), pad, constant_values=-1)
-    # as unsigned, -1 (no core cell) is the largest value: the minimum over the unsigned view
-    # is the smallest label present, with no temporary per offset
-    unsigned = padded.view(np.uint32)
-    low = np.full(shape, np.iinfo(np.uint32).max, dtype=np.uint32)
-    high = np.full(shape, -1, dtype=np.int32)
-    covered = np.zeros(shape, dtype=bool)
-    # strictly inside the open ball, with a margin for the rounding of the point distances
-    whole = (offsets.astype(float) ** 2).sum(axis=1) * w * w < eps * eps * (1.0 - 1e-9)
-    for o, o_whole in zip(offsets, whole, strict=True):
-        window = tuple(
-            slice(pad + int(oj), pad + int(oj) + n) for oj, n in zip(o, shape, strict=True)
-        )
-        v = padded[window]
-        np.maximum(high, v, out=high)
-        np.minimum(low, unsigned[window], out=low)
-        if o_whole:
-            covered |= v >= 0
-    near = high >= 0
-    settled = high
-    settled[~(covered & (low == high.view(np.uint32)))] = -1
-    return settled, near
-
 def _components(n_nodes: int, rows: list, cols: list) -> np.ndarray:
     if n_nodes == 0:
         return np.zeros(0, dtype=np.int64)

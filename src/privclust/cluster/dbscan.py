@@ -14,7 +14,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._parallel import each_chunk
 from ..privacy import (
     NOISY_N_SHARE,
     Mechanisms,
@@ -54,7 +53,6 @@ from ._grid import (
     _dot_int,
     _Grid,
     _renumber,
-    _settled_border_cells,
     _sparse_merge,
     _sparse_neighbourhood_sums,
     core_offsets,
@@ -62,6 +60,7 @@ from ._grid import (
     neighbourhood_size,
     paper_kappa,
 )
+from ._span_lookup import SpanLookup
 
 #: Failure probability behind Gamma with ``core_radius="eps"`` (the paper's test). The paper gives
 #: none; the authors' code uses 0.5 (a guarantee that holds half of the time). With the exact
@@ -90,9 +89,6 @@ MAX_DENSE_CELLS = 1 << 26
 #: at most max(DENSE_FREE_CELLS, this x released cells) cells; otherwise sorted cell keys (no
 #: per-cell allocation: 10^12-cell grids work).
 _SCRATCH_FACTOR = 32
-_PREDICT_CHUNK = 1 << 20
-_BORDER_CHUNK = 1 << 18  # points per border-pass chunk: bounded temporaries
-_LUT_CELLS = 1 << 24
 
 
 
@@ -106,11 +102,6 @@ def _auto_mode(mode: str, n_hat: float, n_cells: int) -> str:
     if mode != "auto":
         return mode
     return "sparse" if n_hat <= n_cells / 2 else "dense"
-
-
-def _cell_coords(x, origin, w, shape) -> np.ndarray:
-    """Grid coordinates of points (as the engine computes them), clipped into the grid."""
-    return np.clip(np.floor((x - origin) / w), 0, shape - 1).astype(np.int64)
 
 
 @dataclass
@@ -587,10 +578,12 @@ class DPDBSCAN(PrivateClusterMixin):
     def predict(self, X):
         """Span of every point (-1: in no span, or outside the public bounds).
 
-        A point belongs to the span whose cells contain it: a lookup of its grid cell among the
-        released core cells (post-processing of the private model). Chunked, one column at a
-        time; a lookup table over the grid when it is small next to the input, else a binary
-        search in the sorted core cells (no per-cell allocation on large grids).
+        A point belongs to the span whose core cells contain it; with ``border=True`` a point
+        within ``eps`` of a core cell takes the span of the nearest one (Sec. 5.3).
+        Post-processing of the private model: one lookup of the point's grid cell in a table
+        built from the released cells (dense when the grid is small next to the input, else a
+        binary search), and the point-by-point border rule only for points in cells the table
+        cannot decide.
         """
         self._check_fitted()
         arr = self._check_X(X, reset=False)
@@ -600,149 +593,14 @@ class DPDBSCAN(PrivateClusterMixin):
         return self._labels_of(arr)
 
     def _labels_of(self, arr) -> np.ndarray:
-        """:meth:`_lookup` on an array, or on every chunk of dask input where the chunk lives
-        (one computation; the labels come back as one NumPy array)."""
+        """The model's :class:`~privclust.cluster._span_lookup.SpanLookup` on an array, or on
+        every chunk of dask input where the chunk lives (one computation; the labels come back
+        as one NumPy array)."""
+        lookup = SpanLookup(self)
         if is_dask_input(arr):
-            blocks = arr.array.map_blocks(self._lookup, drop_axis=1, dtype=np.int64)
+            blocks = arr.array.map_blocks(lookup, drop_axis=1, dtype=np.int64)
             return np.asarray(blocks.compute())
-        return self._lookup(arr)
-
-    def _lookup(self, arr: np.ndarray) -> np.ndarray:
-        d = self.span_cells_.shape[1]
-        n = arr.shape[0]
-        out = np.full(n, -1, dtype=np.int64)
-        keys_ref = self._core_keys
-        if keys_ref.size == 0:
-            return out
-        lo = np.asarray(self.bounds_[:, 0], dtype=np.float64)
-        hi = np.asarray(self.bounds_[:, 1], dtype=np.float64)
-        shape = np.asarray(self.grid_shape_, dtype=np.int64)
-        strides = _c_strides(shape)
-        w = np.float64(self.cell_width_)
-        origin = np.asarray(self.grid_origin_, dtype=np.float64)
-        n_cells = int(self.n_cells_)
-        lut = None
-        if n_cells <= _LUT_CELLS and n_cells <= 8 * n:
-            lut = np.full(n_cells, -1, dtype=np.int32 if self.n_clusters_ < 2**31 else np.int64)
-            lut[keys_ref] = self.span_labels_
-        # the border pass reuses every point's cell key (it needs them with the lookup table)
-        border = getattr(self, "border", False) and lut is not None
-        keys_all = np.empty(n, dtype=np.int64) if border else None
-        inside_all = np.empty(n, dtype=bool) if border else None
-
-        def core_labels(start):
-            x = arr[start : start + _PREDICT_CHUNK]
-            key = np.zeros(x.shape[0], dtype=np.int64)
-            inside = np.ones(x.shape[0], dtype=bool)
-            for j in range(d):
-                col = x[:, j]
-                inside &= (col >= lo[j]) & (col <= hi[j])
-                c = np.subtract(col, origin[j], dtype=np.float64)  # as the engine computes it
-                c /= w
-                np.floor(c, out=c)
-                np.clip(c, 0, shape[j] - 1, out=c)
-                key += c.astype(np.int64) * strides[j]
-            seg = out[start : start + x.shape[0]]
-            if keys_all is not None:
-                keys_all[start : start + x.shape[0]] = key
-                inside_all[start : start + x.shape[0]] = inside
-            if lut is not None:
-                lab = lut[key]
-                lab[~inside] = -1
-                seg[:] = lab
-                return
-            pos = np.searchsorted(keys_ref, key)
-            pos[pos == keys_ref.size] = keys_ref.size - 1
-            hit = inside & (keys_ref[pos] == key)
-            seg[hit] = self.span_labels_[pos[hit]]
-
-        each_chunk(core_labels, range(0, n, _PREDICT_CHUNK), n)  # disjoint slices of out
-        if getattr(self, "border", False):
-            self._assign_border(arr, out, lut, lo, hi, origin, w, shape, strides,
-                                (keys_all, inside_all))
-        return out
-
-    def _assign_border(self, arr, out, lut, lo, hi, origin, w, shape, strides, known=None):
-        """Points in no core cell but within ``eps`` of one join the nearest such cell's span
-        (one pass per neighbour offset, vectorised over the points, in chunks of points so
-        memory stays bounded)."""
-        offsets = neighbour_offsets(len(shape), float(self.eta))
-        settled = near = None
-        if lut is not None:
-            # Cell-level first: only points in cells with a core cell in NB can be border
-            # points, and in a cell whose NB core cells all carry one label and one of which is
-            # within eps of the *whole* cell, every point gets that label. Only the remaining
-            # points need the per-offset pass, which is the cost on large inputs.
-            settled, near = _settled_border_cells(
-                lut.reshape(tuple(int(v) for v in shape)), offsets, w, float(self.eps)
-            )
-            settled, near = settled.ravel(), near.ravel()
-        todo = np.flatnonzero(out < 0)
-
-        keys_all, inside_all = known if known is not None else (None, None)
-
-        def border(start):  # the chunks' rows are disjoint
-            rows = todo[start : start + _BORDER_CHUNK]
-            if keys_all is not None:  # cell keys from the core lookup: no pass over x yet
-                rows = rows[inside_all[rows]]
-                cell, x = keys_all[rows], None
-            else:
-                x = arr[rows].astype(np.float64)
-                inside = ((x >= lo) & (x <= hi)).all(axis=1)
-                rows, x = rows[inside], x[inside]
-                cell = _dot_int(_cell_coords(x, origin, w, shape), strides)
-            if settled is not None:
-                lab = settled[cell]
-                done = lab >= 0
-                out[rows[done]] = lab[done]
-                keep = ~done & near[cell]
-                rows, cell = rows[keep], cell[keep]
-                x = None if x is None else x[keep]
-            if rows.size:
-                x = arr[rows].astype(np.float64) if x is None else x
-                out[rows] = self._border_labels(x, _cell_coords(x, origin, w, shape), cell,
-                                                offsets, lut, origin, w, shape, strides)
-
-        each_chunk(border, range(0, todo.size, _BORDER_CHUNK), todo.size)
-
-    def _border_labels(self, x, coords, cell, offsets, lut, origin, w, shape, strides):
-        """Span of the nearest core cell within ``eps`` of each point (-1: none)."""
-        best = np.full(x.shape[0], float(self.eps) ** 2)
-        label = np.full(x.shape[0], -1, dtype=np.int64)
-        keys_ref = self._core_keys
-        # per dimension, 1-D columns: the point's cell index and its position inside the cell
-        cols = np.ascontiguousarray(coords.T)
-        frac = np.ascontiguousarray((x - (origin + coords * w)).T)
-        # per dimension and per offset value o, once: the squared gap to the cell o cells away
-        # (max(o w - f, f - (o + 1) w, 0) with f in [0, w] the position inside the cell) and
-        # whether that cell exists; every offset then only adds its dimensions' arrays
-        sq, inside = {}, {}
-        for j in range(offsets.shape[1]):
-            for o in np.unique(offsets[:, j]):
-                o = int(o)
-                if o == 0:
-                    continue
-                gap = np.maximum(o * w - frac[j], frac[j] - (o + 1) * w)
-                np.maximum(gap, 0.0, out=gap)
-                sq[j, o] = gap * gap
-                c = cols[j] + o
-                inside[j, o] = (c >= 0) & (c < shape[j])
-        for off in offsets:
-            ok = np.ones(x.shape[0], dtype=bool)
-            dist = np.zeros(x.shape[0])
-            for j in np.flatnonzero(off):
-                ok &= inside[j, int(off[j])]
-                dist += sq[j, int(off[j])]
-            key = np.where(ok, cell + int(off @ strides), 0)
-            if lut is not None:
-                lab = lut[key]
-                lab[~ok] = -1
-            else:
-                pos = np.minimum(np.searchsorted(keys_ref, key), keys_ref.size - 1)
-                lab = np.where(ok & (keys_ref[pos] == key), self.span_labels_[pos], -1)
-            better = (lab >= 0) & (dist < best)  # strict: the open ball B(p, eps)
-            best[better], label[better] = dist[better], lab[better]
-        return label
+        return lookup(arr)
 
     def _restore(self):
         """Rebuild the core-cell keys predict searches from the released spans (after loading

@@ -35,8 +35,9 @@ import dask.array as da
 import numpy as np
 from dask import delayed
 
+from .._geometry import flat_cell_keys
 from .base import AssignmentStats, Engine, Grouping, NearestCentre
-from .local import LocalEngine, LocalGrouping, cell_index_box, cells_of_keys
+from .local import LocalEngine, LocalGrouping, cell_index_box, cells_of_keys, records_outside
 
 __all__ = ["DaskData", "DaskEngine", "DaskGrouping", "as_dask_data", "unit_box_engine"]
 
@@ -262,7 +263,7 @@ def _on_block(proto, method, x, g, n_groups, args, kwargs):
 
 
 def _outside(x, lo, hi):
-    return np.array([((x < lo) | (x > hi)).any(axis=1).sum()], dtype=np.int64)
+    return np.array([records_outside(x, lo, hi)], dtype=np.int64)
 
 
 def _bucket(v, lo, inv_width, n_buckets):
@@ -359,10 +360,14 @@ def _partition_lut(hist, n_parts):
 
 def _cell_keys(x, origin, width, lo, span, strides, n_parts, part_width):
     """The chunk's cell keys (as LocalEngine computes them), counted and cut by key range."""
-    idx = np.floor((x - origin) / width).astype(np.int64)
-    idx -= lo
-    np.clip(idx, 0, span - 1, out=idx)
-    keys, counts = np.unique(idx @ strides, return_counts=True)
+    keys = flat_cell_keys(x, origin, width, lo, span, strides)
+    total = int(np.prod(span))
+    if total <= max(4 * keys.size, 1 << 16):  # a bincount over the box beats sorting the keys
+        acc = np.bincount(keys, minlength=total)
+        keys = np.flatnonzero(acc)
+        counts = acc[keys]
+    else:
+        keys, counts = np.unique(keys, return_counts=True)
     edges = np.searchsorted(keys, np.arange(n_parts + 1) * part_width)
     return [(keys[a:b], counts[a:b]) for a, b in zip(edges[:-1], edges[1:], strict=True)]
 

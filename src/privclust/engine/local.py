@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._geometry import group_column_sums, nearest_centres
+from .._geometry import flat_cell_keys, group_column_sums, nearest_centres
 from .._parallel import each_chunk as _each_chunk
 from .base import AssignmentStats, Engine, Grouping, MostLikelyComponent, NearestCentre
 
@@ -45,7 +45,7 @@ class LocalEngine(Engine):
 
         def count_outside(i):
             x = X[i * step : (i + 1) * step]
-            outside[i] = ((x < lo) | (x > hi)).any(axis=1).sum()
+            outside[i] = records_outside(x, lo, hi)
 
         _each_chunk(count_outside, range(outside.size), n)
         # Local diagnostic for the data holder; never part of a release.
@@ -258,10 +258,7 @@ class LocalEngine(Engine):
         keys = np.empty(n, dtype=np.int32 if total < 2**31 else np.int64)
 
         def fill(sl):  # one integer key per record, chunk by chunk
-            idx = np.floor((self.X[sl] - origin) / cell_width).astype(np.int64)
-            idx -= lo
-            np.clip(idx, 0, span - 1, out=idx)
-            keys[sl] = idx @ strides
+            flat_cell_keys(self.X[sl], origin, cell_width, lo, span, strides, out=keys[sl])
 
         _each_chunk(fill, self._chunks(), n)
         if total <= max(4 * n, 1 << 24):  # one bincount over the box beats sorting the keys
@@ -382,6 +379,17 @@ def _most_likely(assignment: MostLikelyComponent):
         return np.argmax(score, axis=1)
 
     return labels
+
+
+def records_outside(x, lo, hi) -> int:
+    """How many rows of ``x`` have a value outside ``[lo, hi]``: two column reductions when
+    none does (the common case, about 10x faster than the (rows, d) comparison), the exact
+    count otherwise."""
+    if x.shape[0] == 0:
+        return 0
+    if all(x[:, j].min() >= lo[j] and x[:, j].max() <= hi[j] for j in range(x.shape[1])):
+        return 0
+    return int(((x < lo) | (x > hi)).any(axis=1).sum())
 
 
 def cell_index_box(bounds, origin, cell_width):

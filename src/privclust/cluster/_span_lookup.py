@@ -1,0 +1,206 @@
+"""Which span of a DP-DBSCAN model a point falls in: ``predict`` and ``labels_``.
+
+Post-processing of the released spans applied to points (no release, no noise). A point in a
+core cell takes that cell's span; with ``border=True`` a point within ``eps`` of a core cell
+takes the span of the nearest one (Sec. 5.3). The work is one table lookup per point: every
+cell is given a *code* from the released cells alone (its span; -1, no span; or
+:data:`NEEDS_POINTS`, when the answer depends on where in the cell the point lies), and only
+the points whose cell says :data:`NEEDS_POINTS` go through the point-by-point rule.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._geometry import flat_cell_keys
+from .._parallel import each_chunk
+from ._grid import _c_strides, _unflat, neighbour_offsets
+
+#: The code of a cell whose points need the point-by-point border rule.
+NEEDS_POINTS = -2
+_CHUNK = 1 << 20  # points per lookup chunk
+_BORDER_CHUNK = 1 << 18  # points per border-pass chunk: bounded temporaries
+_LUT_CELLS = 1 << 24  # grids up to this many cells get a dense lookup table
+_PAIRS = 1 << 23  # (core cell, offset) pairs per step of the near-cell reduction
+
+
+def _reduce_by_key(keys, high, low, covered):
+    """Per distinct key (sorted): the largest and smallest label and whether any pair covers."""
+    order = np.argsort(keys, kind="stable")
+    keys = keys[order]
+    starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
+    return (keys[starts], np.maximum.reduceat(high[order], starts),
+            np.minimum.reduceat(low[order], starts), np.logical_or.reduceat(covered[order], starts))
+
+
+def border_cell_codes(core_keys, core_labels, shape, offsets, width, eps):
+    """The code of every cell with a core cell in its NB: ``(keys (sorted), codes)``.
+
+    A core cell's code is its span. Another cell's code is the one span of all the core cells
+    in its NB when there is exactly one and one of those cells is within ``eps`` of every
+    point of the cell (offset ``o`` with ``width * ||o|| < eps``: the farthest point of the cell
+    is that far from the box of cell ``c + o``), so every point of the cell has that label
+    under the point-by-point rule; else :data:`NEEDS_POINTS`. Computed on the core cells and
+    their offsets only (a sort of ``kappa`` pairs per core cell, in steps), never on the grid.
+    """
+    shape = np.asarray(shape, dtype=np.int64)
+    strides = _c_strides(shape)
+    coords = _unflat(np.asarray(core_keys, dtype=np.int64), strides)
+    labels = np.asarray(core_labels, dtype=np.int64)
+    # strictly inside the open ball, with a margin for the rounding of the point distances
+    whole = (offsets.astype(float) ** 2).sum(axis=1) * width * width < eps * eps * (1.0 - 1e-9)
+    acc = None
+    step = max(1, _PAIRS // max(1, coords.shape[0]))
+    for start in range(0, offsets.shape[0], step):
+        offs = offsets[start : start + step]
+        cells = coords[None, :, :] + offs[:, None, :]  # (offsets, core cells, d)
+        ok = ((cells >= 0) & (cells < shape)).all(axis=2)
+        keys = (cells[ok] * strides).sum(axis=1)
+        labs = np.broadcast_to(labels, ok.shape)[ok]
+        cover = np.broadcast_to(whole[start : start + step, None], ok.shape)[ok]
+        part = (keys, labs, labs, cover)
+        if acc is not None:
+            part = tuple(np.concatenate(pair) for pair in zip(acc, part, strict=True))
+        acc = _reduce_by_key(*part)
+    keys, high, low, covered = acc
+    codes = np.where(covered & (low == high), high, NEEDS_POINTS)
+    codes[np.searchsorted(keys, core_keys)] = labels  # offset 0 is in NB: every core key is there
+    return keys, codes
+
+
+class SpanLookup:
+    """A fitted DP-DBSCAN model's lookup of points (see the module docstring).
+
+    Parameters
+    ----------
+    model : DPDBSCAN
+        A fitted model (its released attributes are read once, here).
+    """
+
+    def __init__(self, model):
+        self.core_keys = model._core_keys
+        self.core_labels = np.asarray(model.span_labels_, dtype=np.int64)
+        self.shape = np.asarray(model.grid_shape_, dtype=np.int64)
+        self.strides = _c_strides(self.shape)
+        self.n_cells = int(model.n_cells_)
+        self.origin = np.asarray(model.grid_origin_, dtype=np.float64)
+        self.width = float(model.cell_width_)
+        self.lo = np.asarray(model.bounds_[:, 0], dtype=np.float64)
+        self.hi = np.asarray(model.bounds_[:, 1], dtype=np.float64)
+        self.border = bool(getattr(model, "border", False))
+        self.eps = float(model.eps)
+        self.offsets = neighbour_offsets(self.shape.size, float(model.eta))
+        self.n_clusters = int(model.n_clusters_)
+        self._table = None
+
+    def table(self):
+        """``(keys, codes)``, sorted: the cells that are not simply 'no span'."""
+        if self._table is None:
+            if self.border and self.core_keys.size:
+                self._table = border_cell_codes(self.core_keys, self.core_labels, self.shape,
+                                                self.offsets, self.width, self.eps)
+            else:
+                self._table = (self.core_keys, self.core_labels)
+        return self._table
+
+    def __call__(self, arr) -> np.ndarray:
+        """The span of every row of ``arr`` (-1: in no span, or outside the public bounds)."""
+        n = arr.shape[0]
+        if self.core_keys.size == 0 or n == 0:
+            return np.full(n, -1, dtype=np.int64)
+        out = np.empty(n, dtype=np.int64)  # every chunk writes its slice
+        keys, codes = self.table()
+        lut = None
+        if self.n_cells <= _LUT_CELLS and self.n_cells <= 8 * n:
+            lut = np.full(self.n_cells, -1, dtype=np.int32 if self.n_clusters < 2**31 else
+                          np.int64)
+            lut[keys] = codes
+        d = self.shape.size
+        width = np.full(d, self.width)
+        zero = np.zeros(d, dtype=np.int64)
+
+        def cell_codes(start):  # the chunks write disjoint slices of out
+            x = arr[start : start + _CHUNK]
+            key = flat_cell_keys(x, self.origin, width, zero, self.shape, self.strides)
+            if lut is not None:
+                lab = lut[key]
+            else:
+                pos = np.minimum(np.searchsorted(keys, key), keys.size - 1)
+                lab = np.where(keys[pos] == key, codes[pos], -1)
+            outside = self._outside(x)
+            if outside is not None:
+                lab[outside] = -1
+            out[start : start + x.shape[0]] = lab
+
+        each_chunk(cell_codes, range(0, n, _CHUNK), n)
+        rows = np.flatnonzero(out == NEEDS_POINTS) if self.border else None
+        if rows is not None and rows.size:
+            core_lut = None
+            if lut is not None:  # reused: the core cells' spans, -1 elsewhere
+                lut.fill(-1)
+                lut[self.core_keys] = self.core_labels
+                core_lut = lut
+            self._border(arr, out, rows, core_lut)
+        return out
+
+    def _outside(self, x):
+        """Rows of ``x`` outside the public bounds (None when there are none)."""
+        d = x.shape[1]
+        if x.shape[0] == 0 or all(x[:, j].min() >= self.lo[j] and x[:, j].max() <= self.hi[j]
+                                  for j in range(d)):
+            return None
+        return ((x < self.lo) | (x > self.hi)).any(axis=1)
+
+    def _border(self, arr, out, rows, core_lut) -> None:
+        """The point-by-point rule on ``rows`` (their cells' codes said so); ``core_lut``: the
+        core cells' spans over the whole grid, or None (binary search instead)."""
+
+        def chunk(start):  # the chunks' rows are disjoint
+            r = rows[start : start + _BORDER_CHUNK]
+            x = np.asarray(arr[r], dtype=np.float64)
+            coords = np.clip(np.floor((x - self.origin) / self.width), 0, self.shape - 1)
+            out[r] = self.nearest_core_span(x, coords.astype(np.int64), core_lut)
+
+        each_chunk(chunk, range(0, rows.size, _BORDER_CHUNK), rows.size)
+
+    def nearest_core_span(self, x, coords, core_lut=None) -> np.ndarray:
+        """Span of the nearest core cell within ``eps`` of each point (-1: none), over the
+        offsets NB of the point's cell (``coords``: its grid coordinates; ``core_lut``: the
+        core cells' spans over the grid, else a binary search in the core cells)."""
+        w, shape, keys_ref = self.width, self.shape, self.core_keys
+        best = np.full(x.shape[0], self.eps**2)
+        label = np.full(x.shape[0], -1, dtype=np.int64)
+        cell = coords @ self.strides
+        # per dimension, 1-D columns: the point's cell index and its position inside the cell
+        cols = np.ascontiguousarray(coords.T)
+        frac = np.ascontiguousarray((x - (self.origin + coords * w)).T)
+        # per dimension and per offset value o, once: the squared gap to the cell o cells away
+        # (max(o w - f, f - (o + 1) w, 0) with f in [0, w] the position inside the cell) and
+        # whether that cell exists; every offset then only adds its dimensions' arrays
+        sq, inside = {}, {}
+        for j in range(self.offsets.shape[1]):
+            for o in np.unique(self.offsets[:, j]):
+                o = int(o)
+                if o == 0:
+                    continue
+                gap = np.maximum(o * w - frac[j], frac[j] - (o + 1) * w)
+                np.maximum(gap, 0.0, out=gap)
+                sq[j, o] = gap * gap
+                c = cols[j] + o
+                inside[j, o] = (c >= 0) & (c < shape[j])
+        for off in self.offsets:
+            ok = np.ones(x.shape[0], dtype=bool)
+            dist = np.zeros(x.shape[0])
+            for j in np.flatnonzero(off):
+                ok &= inside[j, int(off[j])]
+                dist += sq[j, int(off[j])]
+            key = np.where(ok, cell + int(off @ self.strides), 0)
+            if core_lut is not None:
+                lab = core_lut[key]
+                lab[~ok] = -1
+            else:
+                pos = np.minimum(np.searchsorted(keys_ref, key), keys_ref.size - 1)
+                lab = np.where(ok & (keys_ref[pos] == key), self.core_labels[pos], -1)
+            better = (lab >= 0) & (dist < best)  # strict: the open ball B(p, eps)
+            best[better], label[better] = dist[better], lab[better]
+        return label
