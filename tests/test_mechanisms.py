@@ -403,6 +403,28 @@ def test_private_quantile_matches_its_exact_distribution(quantile, eps, sens):
     assert stats.kstest(out, cdf).pvalue > 1e-4
 
 
+def test_private_quantile_in_log_space_keeps_its_distribution(monkeypatch):
+    """Every weight underflows (1000 ties at the target: the nearest interval of positive width
+    is 499.5 ranks away), so the draw works with log weights, one block at a time (small blocks
+    here: the intervals of positive width fall in blocks with different peaks, and the blocks
+    between them hold zero-width intervals only). Each interval gets its exact probability."""
+    import privclust.privacy.mechanisms as mech
+
+    monkeypatch.setattr(mech, "_QUANTILE_BLOCK", 64)
+    values = np.r_[0.2, np.full(1000, 0.5), 0.8, 0.9]
+    rng = _rng(21)
+    out = np.array([private_quantile(rng, values, 0.5, 0.0, 1.0, 3.0) for _ in range(4000)])
+    rate = 1.5  # epsilon / (2 sensitivity); exp(-rate * 499.5) underflows below 1e-250
+    # width * exp(-rate * distance to the target rank 501.5), divided by exp(-499.5 rate)
+    distance = np.array([501.5, 500.5, 499.5, 500.5, 501.5]) - 499.5
+    w = np.array([0.2, 0.3, 0.3, 0.1, 0.1]) * np.exp(-rate * distance)
+    expected = w / w.sum()
+    found = np.histogram(out, bins=[0.0, 0.2, 0.5, 0.8, 0.9, 1.0])[0]
+    for k, p in zip(found, expected, strict=True):
+        assert clopper_pearson_lower(k, out.size, 1e-6) <= p <= clopper_pearson_upper(
+            k, out.size, 1e-6)
+
+
 def test_private_quantile_rejects_bad_ranges():
     with pytest.raises(ValueError, match="lo < hi"):
         private_quantile(_rng(0), [0.5], 0.5, 1.0, 1.0, 1.0)

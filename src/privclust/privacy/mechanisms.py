@@ -339,10 +339,15 @@ def _sample_quantile_interval(rng, z, lo, hi, target, rate, log_scale=False,
     totals = np.array([block(a, b)[1].sum() for a, b in zip(starts, stops, strict=True)])
     log_space = not totals.max() > 1e-250  # all weights near underflow: work with logs
     peak = 0.0
-    if log_space:
-        logs = [block(a, b, True)[1] for a, b in zip(starts, stops, strict=True)]
-        peak = max(lg.max() for lg in logs)
-        totals = np.array([np.exp(lg - peak).sum() for lg in logs])
+    if log_space:  # a log-sum-exp per block, in one pass: no block's weights are kept
+        peaks, sums = np.empty(starts.size), np.empty(starts.size)
+        for i, (a, b) in enumerate(zip(starts, stops, strict=True)):
+            lg = block(a, b, True)[1]
+            peaks[i] = lg.max()
+            sums[i] = np.exp(lg - peaks[i]).sum() if np.isfinite(peaks[i]) else 0.0
+        peak = peaks.max()
+        with np.errstate(invalid="ignore"):
+            totals = np.where(sums > 0, sums * np.exp(peaks - peak), 0.0)
     if log_atom is not None:  # the point mass at lo competes with the blocks
         # P(atom) = a / (a + T), computed from logs: a and T can be far apart in scale
         log_total = math.log(totals.sum()) + peak if totals.sum() > 0 else -math.inf
