@@ -598,6 +598,7 @@ class DPDBSCAN(PrivateClusterMixin):
         as one NumPy array)."""
         lookup = SpanLookup(self)
         if is_dask_input(arr):
+            lookup.table()  # built once here, not in every chunk's task
             blocks = arr.array.map_blocks(lookup, drop_axis=1, dtype=np.int64)
             return np.asarray(blocks.compute())
         return lookup(arr)

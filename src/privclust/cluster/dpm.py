@@ -538,7 +538,7 @@ class DPM(PrivateClusterMixin):
         tree = SplitTree()
         tree.add(0, n_hat0, lo, hi)
         active = [0]
-        grouping = engine.root()
+        grouping, hist = engine.root(), None
         for level in range(depth + 1):
             if not active:
                 break
@@ -568,7 +568,7 @@ class DPM(PrivateClusterMixin):
                 break
             if adaptive:
                 hist = engine.axis_histogram(grouping, origin, node_beta / 2.0, 2 * n_bins)
-            else:
+            elif hist is None:
                 hist = engine.axis_histogram(grouping, lo, beta / 2.0, 2 * n_bins)
             scores = self._scores(hist[rows], n_hat[rows], t, q, alpha)
             scores[~valid[rows]] = -np.inf
@@ -584,18 +584,15 @@ class DPM(PrivateClusterMixin):
             feat = choice // n_bins
             thr = cand[rows, feat, choice % n_bins]  # a + (i mod numSplits + 0.5) beta (Dep. 6)
 
-            # children of the splitting nodes: 2r (x <= s*) and 2r + 1
-            g = len(active)
-            feature = np.full(g, -1)
-            threshold = np.zeros(g)
-            left = np.full(g, -1)
-            right = np.full(g, -1)
-            feature[rows], threshold[rows] = feat, thr
-            left[rows] = 2 * np.arange(rows.size)
-            right[rows] = 2 * np.arange(rows.size) + 1
-            children = engine.regroup(grouping, feature, threshold, left, right, 2 * rows.size)
+            children = engine.regroup(grouping, *_split_table(len(active), rows, feat, thr),
+                                      2 * rows.size)
+            # the next level's histograms come with the counts (one request): the same groups
+            # less the children dropped below (post-processing of exact aggregates)
+            counts, hist = (engine.count_and_histogram(children, lo, beta / 2.0, 2 * n_bins)
+                            if not adaptive and level + 1 < depth else
+                            (engine.count(children), None))
             child_hat = mech.count(
-                engine.count(children), eps_cnt_lvl[level + 1],
+                counts, eps_cnt_lvl[level + 1],
                 target=f"record count, level {level + 1}", item=f"record count, level {level + 1}",
             )
             if delta_cnt_lvl:
@@ -610,6 +607,7 @@ class DPM(PrivateClusterMixin):
                 m = relabel.size
                 grouping = engine.regroup(children, np.full(m, -1), np.zeros(m), relabel,
                                           relabel, len(active))
+                hist = None if hist is None else _relabel_rows(hist, relabel, len(active))
         return tree
 
     def _level_grid(self, engine, mech, grouping, beta, n_splits, lo, n_hat, denom, box_lo,
@@ -693,6 +691,25 @@ class DPM(PrivateClusterMixin):
         sizes = np.empty(len(order), dtype=np.int64)
         sizes[order] = n_hat.astype(np.int64)
         return out, sizes
+
+
+def _split_table(g: int, rows, feat, thr):
+    """``regroup``'s tables for one level: the nodes ``rows`` split on ``feat`` at ``thr``
+    into children ``2r`` (x <= threshold) and ``2r + 1``; the other nodes leave the groups."""
+    feature, threshold = np.full(g, -1), np.zeros(g)
+    left, right = np.full(g, -1), np.full(g, -1)
+    feature[rows], threshold[rows] = feat, thr
+    left[rows] = 2 * np.arange(rows.size)
+    right[rows] = 2 * np.arange(rows.size) + 1
+    return feature, threshold, left, right
+
+
+def _relabel_rows(per_group: np.ndarray, relabel: np.ndarray, n_groups: int) -> np.ndarray:
+    """Rows of a per-group aggregate after ``regroup``'s relabelling (-1: dropped)."""
+    kept = relabel >= 0
+    out = np.empty((n_groups, *per_group.shape[1:]), dtype=per_group.dtype)
+    out[relabel[kept]] = per_group[kept]
+    return out
 
 
 def _add_children(tree: SplitTree, active, rows, keep, feat, thr, child_hat, level: int):

@@ -108,6 +108,12 @@ class Engine(ABC):
         above). Returns (n_groups, d, n_bins) int64.
         """
 
+    def count_and_histogram(self, grouping, lo, width, n_bins: int):
+        """``(count(grouping), axis_histogram(grouping, lo, width, n_bins))`` in one request:
+        on a cluster one round trip instead of two (DPM asks for a level's counts and, from
+        the same groups, the next level's histograms)."""
+        return self.count(grouping), self.axis_histogram(grouping, lo, width, n_bins)
+
     @abstractmethod
     def centred_sums(self, grouping, centres) -> np.ndarray:
         """Per group, the sum of ``x - centres[group]``; (n_groups, d) float64."""
