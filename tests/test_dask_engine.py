@@ -22,6 +22,7 @@ from distributed import Client, LocalCluster  # noqa: E402
 from sklearn.base import clone  # noqa: E402
 from sklearn.datasets import make_blobs  # noqa: E402
 
+import privclust.engine._dask_tasks as dask_tasks  # noqa: E402
 import privclust.engine.dask as dask_engine  # noqa: E402
 from privclust import (  # noqa: E402
     DPDBSCAN,
@@ -194,16 +195,16 @@ def test_retried_tasks_draw_no_noise(client, monkeypatch):
     """Chunk tasks that fail once are rerun by the scheduler; the fit's generator ends in the
     same state as after the NumPy fit (tasks never touch it), and the ledger is the same."""
     # state kept in an importable module: tasks are serialised, closures would be copied
-    monkeypatch.setattr(dask_engine, "_test_failed", set(), raising=False)
-    real = dask_engine._on_block
+    monkeypatch.setattr(dask_tasks, "_test_failed", set(), raising=False)
+    real = dask_tasks.on_block
 
     def flaky(proto, method, *args):
-        if method not in dask_engine._test_failed:  # every query kind fails once
-            dask_engine._test_failed.add(method)
+        if method not in dask_tasks._test_failed:  # every query kind fails once
+            dask_tasks._test_failed.add(method)
             raise OSError("simulated worker failure")
         return real(proto, method, *args)
 
-    monkeypatch.setattr(dask_engine, "_on_block", flaky)
+    monkeypatch.setattr(dask_tasks, "on_block", flaky)
     X = _blobs()
     for make in (ESTIMATORS["DPM"], ESTIMATORS["DPLloyd"]):
         g_np, g_dask = np.random.default_rng(11), np.random.default_rng(11)
@@ -211,7 +212,7 @@ def test_retried_tasks_draw_no_noise(client, monkeypatch):
         b = make().set_params(random_state=g_dask).fit(da.from_array(X, chunks=300))
         assert g_np.bit_generator.state == g_dask.bit_generator.state
         _assert_same_fit(a, b)
-    assert {"count", "regroup", "assignment_stats"} <= dask_engine._test_failed
+    assert {"count", "regroup", "assignment_stats"} <= dask_tasks._test_failed
 
 
 # ------------------------------------------------------------------------ input routes

@@ -24,7 +24,6 @@ next. A single bucket is never split, so heavily tied data puts its ties in one 
 
 from __future__ import annotations
 
-import copy
 import math
 import os
 import weakref
@@ -35,9 +34,9 @@ import dask.array as da
 import numpy as np
 from dask import delayed
 
-from .._geometry import flat_cell_keys
+from . import _dask_tasks as tasks
 from .base import AssignmentStats, Engine, Grouping, NearestCentre
-from .local import LocalEngine, LocalGrouping, cell_index_box, cells_of_keys, records_outside
+from .local import LocalEngine, cell_index_box, cells_of_keys
 
 __all__ = ["DaskData", "DaskEngine", "DaskGrouping", "as_dask_data", "unit_box_engine"]
 
@@ -45,10 +44,6 @@ __all__ = ["DaskData", "DaskEngine", "DaskGrouping", "as_dask_data", "unit_box_e
 _PART_VALUES = 1 << 22
 #: Values per feature batch of a neighbour-gap pass (bounds the workers' memory for the gaps).
 _BATCH_VALUES = 1 << 26
-#: Rows per step of a chunk's cell-key pass (temporaries that stay in cache).
-_KEY_ROWS = 1 << 17
-#: Chunk sums merged per node of the reduction tree.
-_FAN_IN = 8
 _CACHE: dict = {}  # the last validated inputs: one pass per input, even across nested fits
 
 
@@ -228,243 +223,40 @@ def _close(client, cluster) -> None:
     cluster.close()
 
 
-# ---------------------------------------------------------------------------- chunk tasks
-def _add(*parts):
-    """Sum aggregates in the order given (arrays, or tuples of arrays / None)."""
-    first = parts[0]
-    if isinstance(first, tuple):
-        return tuple(None if f is None else _add(*[p[i] for p in parts])
-                     for i, f in enumerate(first))
-    out = np.array(first, copy=True)
-    for p in parts[1:]:
-        out += p
-    return out
-
-
-def _tree(parts):
-    """A fixed reduction tree over the chunk aggregates (its shape depends on the chunking)."""
-    while len(parts) > 1:
-        parts = [delayed(_add)(*parts[i : i + _FAN_IN]) for i in range(0, len(parts), _FAN_IN)]
-    return parts[0]
-
-
-def _on_block(proto, method, x, g, n_groups, args, kwargs):
-    """``LocalEngine.method`` on one chunk (the chunk's group labels in ``g``, or None)."""
-    eng = copy.copy(proto)
-    eng.X = x
-    if g is not None:
-        args = (LocalGrouping(g, n_groups), *args)
-    out = getattr(eng, method)(*args, **kwargs)
-    if isinstance(out, AssignmentStats):
-        return (out.counts, out.sums, out.moments, out.sq_norms)
-    if isinstance(out, LocalGrouping):
-        return out.group
-    if isinstance(out, tuple):  # cell_counts: (cells, counts)
-        return out
-    return np.asarray(out, dtype=np.int64) if out.dtype.kind in "iu" else out
-
-
-def _bins_block(x, proto, lo, width, n_bins):
-    """The chunk's bin of every (record, dimension), as LocalEngine caches it."""
-    eng = copy.copy(proto)
-    eng.X = x
-    return eng._bins(lo, width, n_bins)
-
-
-def _histogram_block(proto, x, bins, key, g, n_groups, lo, width, n_bins):
-    """``LocalEngine.axis_histogram`` on one chunk, with the chunk's persisted bins."""
-    eng = copy.copy(proto)
-    eng.X = x
-    eng._bins_cache = (key, bins)
-    return eng.axis_histogram(LocalGrouping(g, n_groups), lo, width, n_bins)
-
-
-def _outside(x, lo, hi):
-    return np.array([records_outside(x, lo, hi)], dtype=np.int64)
-
-
-def _bucket(v, lo, inv_width, n_buckets):
-    b = np.floor((np.asarray(v, dtype=np.float64) - lo) * inv_width)
-    np.clip(b, 0, n_buckets - 1, out=b)
-    return b.astype(np.int64)
-
-
-def _bucket_hist(x, lo, inv_width, n_buckets, g=None, per_group=0):
-    """Per column, the number of values in each bucket (``g``: buckets within groups)."""
-    out = np.zeros((x.shape[1], n_buckets), dtype=np.int64)
-    keep = None if g is None else g >= 0
-    for j in range(x.shape[1]):
-        col = x[:, j] if keep is None else x[keep, j]
-        if g is None:
-            b = _bucket(col, lo[j], inv_width[j], n_buckets)
-        else:
-            b = g[keep].astype(np.int64) * per_group + _bucket(col, lo[j], inv_width[j],
-                                                               per_group)
-        out[j] = np.bincount(b, minlength=n_buckets)
-    return out
-
-
-def _split_block(x, lo, inv_width, n_buckets, lut, n_parts, g=None, per_group=0, span=None):
-    """The chunk's values of every column cut into the sorting partitions: a flat list
-    (column-major) of ``n_parts`` pieces per column; with groups, pieces are (keys, groups)."""
-    keep = None if g is None else g >= 0
-    out = []
-    for j in range(x.shape[1]):
-        col = x[:, j] if keep is None else x[keep, j]
-        if g is not None:
-            gk = g[keep]
-            key = (col - lo[j]) + gk.astype(float) * span[j]  # LocalEngine's sort key
-            b = gk.astype(np.int64) * per_group + _bucket(col, lo[j], inv_width[j], per_group)
-        else:
-            key = col
-            b = _bucket(col, lo[j], inv_width[j], n_buckets) if n_parts > 1 else None
-        if n_parts == 1:
-            out.append(key if g is None else (key, gk))
-            continue
-        part = lut[j][b]
-        order = np.argsort(part, kind="stable")
-        edges = np.searchsorted(part[order], np.arange(n_parts + 1))
-        for p in range(n_parts):
-            rows = order[edges[p] : edges[p + 1]]
-            out.append(key[rows] if g is None else (key[rows], gk[rows]))
-    return out
-
-
-def _sort_part(*pieces):
-    """One partition sorted: ``(gaps, first, last)`` (None when it is empty)."""
-    v = np.sort(np.concatenate(pieces)) if pieces else np.zeros(0)
-    if v.size == 0:
-        return None
-    return np.subtract(v[1:], v[:-1]), v[0], v[-1]
-
-
-def _sort_columns(cols, dtype, offsets, *blocks):
-    """Columns ``cols`` of all chunks sorted in one task: their gaps, (len(cols), n - 1).
-    ``offsets`` maps a column's position in ``cols`` to its public dither (the values the
-    NumPy engine adds, in float64, before the cast)."""
-    x = np.concatenate([b[:, cols] for b in blocks])
-    out = np.empty((len(cols), max(x.shape[0] - 1, 0)), dtype=dtype)
-    for i in range(len(cols)):
-        col = x[:, i] + offsets[i] if i in offsets else x[:, i]
-        v = np.sort(col.astype(dtype))
-        np.subtract(v[1:], v[:-1], out=out[i])
-    return out
-
-
-def _sort_group_part(span, *pieces):
-    """One partition of (key, group) sorted: gaps within groups, as LocalEngine computes them
-    (``(key - g * span)`` of consecutive keys), plus the first and last (value, group)."""
-    keys = np.concatenate([p[0] for p in pieces]) if pieces else np.zeros(0)
-    if keys.size == 0:
-        return None
-    groups = np.concatenate([p[1] for p in pieces])
-    order = np.argsort(keys, kind="stable")
-    gs = groups[order]
-    v = keys[order] - gs.astype(float) * span
-    same = gs[1:] == gs[:-1]
-    return np.maximum(np.diff(v)[same], 0.0), (v[0], gs[0]), (v[-1], gs[-1])
-
-
-def _partition_lut(hist, n_parts):
-    """Per column, the partition of every bucket: consecutive buckets, ~equal counts."""
-    lut = np.empty(hist.shape, dtype=np.int64)
-    for j, h in enumerate(hist):
-        cum = np.cumsum(h) - h  # values before each bucket
-        total = max(int(h.sum()), 1)
-        lut[j] = np.minimum(cum * n_parts // total, n_parts - 1)
-    return lut
-
-
-def _cell_keys(x, origin, width, lo, span, strides, n_parts, part_width):
-    """The chunk's cell keys (as LocalEngine computes them) cut by key range: one piece per
-    range, ``(keys, counts)`` when the chunk has many more rows than the grid has cells (it
-    counts its keys itself), else ``(keys, None)``, the raw keys (int32 when they fit: 4 bytes
-    a record, about what a chunk's distinct cells and their counts weigh on a grid with more
-    cells than rows, and no pass over the whole grid per chunk)."""
-    total = int(np.prod(span))
-    keys = np.empty(x.shape[0], dtype=np.int32 if total < 2**31 else np.int64)
-    for i in range(0, x.shape[0], _KEY_ROWS):  # in cache-sized steps: 2-3x faster
-        flat_cell_keys(x[i : i + _KEY_ROWS], origin, width, lo, span, strides,
-                       out=keys[i : i + _KEY_ROWS])
-    if total * 4 <= keys.size:
-        acc = np.bincount(keys, minlength=total)
-        keys = np.flatnonzero(acc)
-        counts = acc[keys]
-        edges = np.searchsorted(keys, np.arange(n_parts + 1) * part_width)
-        return [(keys[a:b], counts[a:b]) for a, b in zip(edges[:-1], edges[1:], strict=True)]
-    if n_parts == 1:
-        return [(keys, None)]
-    part = keys // part_width
-    return [(keys[part == p], None) for p in range(n_parts)]
-
-
-def _merge_cells(first, width, *pieces):
-    """The chunks' pieces of the key range ``[first, first + width)`` counted: ``(keys,
-    counts)`` of its non-empty cells, by a bincount over the range when it is not much larger
-    than the records, else by sorting."""
-    raw = [k for k, c in pieces if c is None]
-    n_keys = sum(k.size for k in raw) + sum(k.size for k, c in pieces if c is not None)
-    if width <= max(4 * n_keys, 1 << 16):
-        acc = np.bincount(np.concatenate(raw).astype(np.int64) - first, minlength=width) if raw \
-            else np.zeros(width, dtype=np.int64)
-        for k, c in pieces:  # a counted piece's keys are distinct: one fancy-index add each
-            if c is not None:
-                acc[k - first] += c
-        ukeys = np.flatnonzero(acc)
-        return ukeys + first, acc[ukeys]
-    keys = np.concatenate([k.astype(np.int64) for k, _ in pieces])
-    counts = np.concatenate([np.ones(k.size, dtype=np.int64) if c is None else c
-                             for k, c in pieces])
-    ukeys, inv = np.unique(keys, return_inverse=True)
-    return ukeys, np.bincount(inv, weights=counts, minlength=ukeys.size).astype(np.int64)
-
-
-def _merge_cell_rows(*pieces):
-    cells = np.concatenate([p[0] for p in pieces])
-    counts = np.concatenate([p[1] for p in pieces])
-    ucells, inv = np.unique(cells, axis=0, return_inverse=True)
-    return ucells, np.bincount(inv.ravel(), weights=counts, minlength=len(ucells)).astype(
-        np.int64)
-
-
-def _stitch(parts, out) -> None:
-    """Write one column's sorted-partition results into ``out`` (n - 1 gaps, in order)."""
-    pos, last = 0, None
-    for r in parts:
-        if r is None:
-            continue
-        gaps, first, end = r
-        if last is not None:
-            out[pos] = first - last  # the gap across the partition edge
-            pos += 1
-        out[pos : pos + gaps.size] = gaps
-        pos += gaps.size
-        last = end
-
-
-def _stitch_groups(parts):
-    """One column's grouped results: (gaps, groups of the gaps) in (group, value) order."""
-    gaps, gid, last = [], [], None
-    for r in parts:
-        if r is None:
-            continue
-        g_in, (v0, g0), end = r
-        if last is not None and last[1] == g0:
-            gaps.append(np.array([max(v0 - last[0], 0.0)]))
-            gid.append(np.array([g0]))
-        gaps.append(g_in)
-        last = end
-    return (np.concatenate(gaps) if gaps else np.zeros(0)), gid
-
-
 class DaskGrouping(Grouping):
     """Group index per record (-1 = in no group), a persisted dask array aligned with the
-    records' row chunks."""
+    records' row chunks, or a chain of regroupings not yet applied to one.
 
-    def __init__(self, group, n_groups: int):
-        self.group = group
+    A regrouping stays pending until a query reads it: the chain from the last persisted
+    grouping (DPM's relabel and next split, the leaf routing's one test per depth) is then
+    applied by one task per chunk and persisted, submitted with the query that reads it (one
+    round trip, no task and no scheduler hop per link).
+    """
+
+    def __init__(self, group, n_groups: int, *, base=None, ops=(), engine=None):
+        self.group = group  # None while pending
         self.n_groups = int(n_groups)
-        self.blocks = list(group.to_delayed())
+        self._base, self._ops, self._engine = base, tuple(ops), engine
+        self._blocks = None
+
+    def then(self, engine, method: str, args: tuple, n_groups: int) -> DaskGrouping:
+        """This grouping regrouped by ``LocalEngine.method(..., *args)``, pending."""
+        if self.group is None:
+            base, ops = self._base, self._ops
+        else:
+            base, ops = self, ()
+        return DaskGrouping(None, n_groups, base=base,
+                            ops=(*ops, (method, args, self.n_groups)), engine=engine)
+
+    @property
+    def blocks(self) -> list:
+        """The persisted chunks of ``group``, as delayed objects (applied on first use)."""
+        if self._blocks is None:
+            if self.group is None:
+                self.group = self._engine._apply_chain(self._base, self._ops)
+                self._base, self._ops, self._engine = None, (), None
+            self._blocks = list(self.group.to_delayed())
+        return self._blocks
 
 
 class DaskEngine(Engine):
@@ -503,8 +295,8 @@ class DaskEngine(Engine):
         else:  # (transform, dtype, lo, hi): a public map applied before the engine's clip
             fn, dtype, lo, hi = _transform
             clipped = raw.map_blocks(fn, dtype=dtype)
-        outside = raw.map_blocks(_outside, lo, hi, drop_axis=1, chunks=((1,) * raw.numblocks[0],),
-                                 dtype=np.int64)
+        outside = raw.map_blocks(tasks.outside, lo, hi, drop_axis=1,
+                                 chunks=((1,) * raw.numblocks[0],), dtype=np.int64)
         self.X, outside = self._client.persist([clipped, outside], retries=self.retries)
         # Local diagnostic for the data holder; never part of a release.
         self.n_clipped_records = int(self._compute(outside.sum())[0])
@@ -525,15 +317,18 @@ class DaskEngine(Engine):
         """A LocalEngine query on every chunk, the chunk results added in a fixed tree."""
         gs = grouping.blocks if grouping is not None else [None] * len(self._xblocks)
         n_groups = grouping.n_groups if grouping is not None else 0
-        parts = [delayed(_on_block)(self._proto, method, x, g, n_groups, args, kwargs)
+        parts = [delayed(tasks.on_block)(self._proto, method, x, g, n_groups, args, kwargs)
                  for x, g in zip(self._xblocks, gs, strict=True)]
-        return self._compute(_tree(parts))[0]
+        return self._compute(tasks.tree(parts))[0]
 
     def _regroup(self, method, grouping, args, n_groups):
-        g = da.blockwise(_on_block, "i", self._proto, None, method, None, self.X, "ij",
-                         grouping.group, "i", grouping.n_groups, None, args, None, {}, None,
-                         dtype=np.int32, concatenate=True)
-        return DaskGrouping(self._client.persist(g, retries=self.retries), n_groups)
+        return grouping.then(self, method, args, n_groups)
+
+    def _apply_chain(self, base, ops):
+        """``base``'s groups regrouped by ``ops`` in one task per chunk, persisted."""
+        g = da.blockwise(tasks.regroup_chain, "i", self._proto, None, ops, None, self.X, "ij",
+                         base.group, "i", dtype=np.int32, concatenate=True)
+        return self._client.persist(g, retries=self.retries)
 
     # groupings -------------------------------------------------------------------------
     def root(self) -> DaskGrouping:
@@ -567,8 +362,9 @@ class DaskEngine(Engine):
         """See :meth:`privclust.engine.base.Engine.count_and_histogram` (one computation)."""
         lo = np.asarray(lo, dtype=float)
         width = np.asarray(width, dtype=float)
-        counts = _tree([delayed(_on_block)(self._proto, "count", x, g, grouping.n_groups, (), {})
-                        for x, g in zip(self._xblocks, grouping.blocks, strict=True)])
+        counts = tasks.tree([
+            delayed(tasks.on_block)(self._proto, "count", x, g, grouping.n_groups, (), {})
+            for x, g in zip(self._xblocks, grouping.blocks, strict=True)])
         hist = self._histogram_graph(grouping, lo, width, int(n_bins))
         return tuple(self._compute(counts, hist))
 
@@ -576,15 +372,15 @@ class DaskEngine(Engine):
         """The delayed histogram: the chunks' histograms from their persisted bins (or, for
         bins per group, from the records), added in the fixed tree."""
         if lo.ndim == 2:
-            parts = [delayed(_on_block)(self._proto, "axis_histogram", x, g, grouping.n_groups,
+            parts = [delayed(tasks.on_block)(self._proto, "axis_histogram", x, g, grouping.n_groups,
                                         (lo, width, n_bins), {})
                      for x, g in zip(self._xblocks, grouping.blocks, strict=True)]
         else:
             key, bins = self._bins(lo, width, n_bins)
-            parts = [delayed(_histogram_block)(self._proto, x, b, key, g, grouping.n_groups,
+            parts = [delayed(tasks.histogram_block)(self._proto, x, b, key, g, grouping.n_groups,
                                                lo, width, n_bins)
                      for x, b, g in zip(self._xblocks, bins, grouping.blocks, strict=True)]
-        return _tree(parts)
+        return tasks.tree(parts)
 
     def _bins(self, lo, width, n_bins):
         """The bin of every (record, dimension), persisted on the workers beside the records
@@ -594,7 +390,8 @@ class DaskEngine(Engine):
             self._bins_cache = None  # the old bins are released before the new ones exist
             dtype = np.uint8 if n_bins <= 256 else (np.uint16 if n_bins <= 65536 else np.int32)
             bins = self._client.persist(self.X.map_blocks(
-                _bins_block, self._proto, lo, width, n_bins, dtype=dtype), retries=self.retries)
+                tasks.bins_block, self._proto, lo, width, n_bins, dtype=dtype),
+                retries=self.retries)
             self._bins_cache = (key, list(bins.to_delayed()[:, 0]), bins)
         return self._bins_cache[0], self._bins_cache[1]
 
@@ -636,15 +433,15 @@ class DaskEngine(Engine):
             return np.zeros((0, d), dtype=np.int64), np.zeros(0, dtype=np.int64)
         lo, span, strides = cell_index_box(self.bounds, origin, cell_width)
         if strides is None:  # keys would overflow: rows
-            parts = [delayed(_on_block)(self._proto, "cell_counts", x, None, 0,
+            parts = [delayed(tasks.on_block)(self._proto, "cell_counts", x, None, 0,
                                         (origin, cell_width), {}) for x in self._xblocks]
-            return self._compute(delayed(_merge_cell_rows)(*parts))[0]
+            return self._compute(delayed(tasks.merge_cell_rows)(*parts))[0]
         total = int(np.prod(span))
         n_parts = max(1, min(-(-n // _PART_VALUES), total))
         width = -(-total // n_parts)  # key range per partition
-        splits = [delayed(_cell_keys, nout=n_parts)(x, origin, cell_width, lo, span, strides,
+        splits = [delayed(tasks.cell_keys, nout=n_parts)(x, origin, cell_width, lo, span, strides,
                                                      n_parts, width) for x in self._xblocks]
-        res = self._compute(*[delayed(_merge_cells)(p * width, min(width, total - p * width),
+        res = self._compute(*[delayed(tasks.merge_cells)(p * width, min(width, total - p * width),
                                                     *[s[p] for s in splits])
                               for p in range(n_parts)])
         ukeys = np.concatenate([r[0] for r in res])  # partitions are key ranges, in order
@@ -663,17 +460,18 @@ class DaskEngine(Engine):
             n_buckets = per_group * groups.n_groups
         if n_parts > 1:
             n_buckets = n_buckets if groups is not None else 256 * n_parts
-            hist = self._compute(_tree([
-                delayed(_bucket_hist)(x, lo, inv_width, n_buckets, g, per_group)
+            hist = self._compute(tasks.tree([
+                delayed(tasks.bucket_hist)(x, lo, inv_width, n_buckets, g, per_group)
                 for x, g in zip(blocks, gblocks, strict=True)]))[0]
-            lut = _partition_lut(hist, n_parts)
-        splits = [delayed(_split_block, nout=n_cols * n_parts)(
+            lut = tasks.partition_lut(hist, n_parts)
+        splits = [delayed(tasks.split_block, nout=n_cols * n_parts)(
             x, lo, inv_width, n_buckets, lut, n_parts, g, per_group, span)
             for x, g in zip(blocks, gblocks, strict=True)]
         if groups is None:
-            parts = [delayed(_sort_part)(*[s[k] for s in splits]) for k in range(n_cols * n_parts)]
+            parts = [delayed(tasks.sort_part)(*[s[k] for s in splits])
+                     for k in range(n_cols * n_parts)]
         else:
-            parts = [delayed(_sort_group_part)(span[k // n_parts], *[s[k] for s in splits])
+            parts = [delayed(tasks.sort_group_part)(span[k // n_parts], *[s[k] for s in splits])
                      for k in range(n_cols * n_parts)]
         return self._compute(*parts), n_parts
 
@@ -694,7 +492,7 @@ class DaskEngine(Engine):
                     offsets[j] = self._client.scatter(dither[0][j] * np.asarray(dither[1](n)))
             groups = np.array_split(np.arange(d), min(d, 4))
             res = self._compute(*[
-                delayed(_sort_columns)(c, dtype, {i: offsets[j] for i, j in enumerate(c)
+                delayed(tasks.sort_columns)(c, dtype, {i: offsets[j] for i, j in enumerate(c)
                                                   if j in offsets}, *self._xblocks)
                 for c in groups])
             for c, r in zip(groups, res, strict=True):
@@ -718,7 +516,7 @@ class DaskEngine(Engine):
                                            inv_width * 256 * max(1, -(-n // _PART_VALUES)),
                                            n, len(cols))
             for i, j in enumerate(js):
-                _stitch(res[i * n_parts : (i + 1) * n_parts], gaps[j])
+                tasks.stitch(res[i * n_parts : (i + 1) * n_parts], gaps[j])
         return gaps.T
 
     def group_neighbour_gaps(self, grouping):
@@ -745,7 +543,7 @@ class DaskEngine(Engine):
                                            per_group / rng[js], n_in, js.size, grouping,
                                            2.0 * rng[js])
             for i, j in enumerate(js):
-                out[:, j] = _stitch_groups(res[i * n_parts : (i + 1) * n_parts])[0]
+                out[:, j] = tasks.stitch_groups(res[i * n_parts : (i + 1) * n_parts])[0]
         return out, gid
 
 

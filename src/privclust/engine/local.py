@@ -66,9 +66,9 @@ class LocalEngine(Engine):
         """Exact n: for engine-internal use and tests, never released without noise."""
         return int(self.X.shape[0])
 
-    def _chunks(self):
+    def _chunks(self, elements: int = _CHUNK_ELEMENTS):
         n, d = self.X.shape
-        step = max(1, _CHUNK_ELEMENTS // max(d, 1))
+        step = max(1, elements // max(d, 1))
         for start in range(0, n, step):
             yield slice(start, min(n, start + step))
 
@@ -163,7 +163,9 @@ class LocalEngine(Engine):
         # int32 counts when no bin can overflow: halves the (groups, d, bins) array
         out = np.zeros(size, dtype=np.int32 if n < 2**31 else np.int64)
         g = grouping.group
-        for sl in self._chunks():
+        # chunks of at least as many (record, dimension) keys as there are bins: each chunk's
+        # bincount walks all the bins, so smaller chunks would cost more than their keys
+        for sl in self._chunks(max(_CHUNK_ELEMENTS, size)):
             gs = g[sl]
             if per_group:
                 gc = np.maximum(gs, 0)
