@@ -594,13 +594,14 @@ class DPDBSCAN(PrivateClusterMixin):
 
     def _labels_of(self, arr) -> np.ndarray:
         """The model's :class:`~privclust.cluster._span_lookup.SpanLookup` on an array, or on
-        every chunk of dask input where the chunk lives (one computation; the labels come back
-        as one NumPy array)."""
+        every chunk of dask input where the chunk lives (the labels come back as one NumPy
+        array)."""
         lookup = SpanLookup(self)
         if is_dask_input(arr):
+            from ..engine.dask import record_labels
+
             lookup.table()  # built once here, not in every chunk's task
-            blocks = arr.array.map_blocks(lookup, drop_axis=1, dtype=np.int64)
-            return np.asarray(blocks.compute())
+            return record_labels(arr, lookup)
         return lookup(arr)
 
     def _restore(self):

@@ -454,7 +454,8 @@ class DPM(PrivateClusterMixin):
         if not isinstance(self.resolution, str):
             return np.broadcast_to(np.asarray(self.resolution, dtype=float), (d,)).copy(), None
         gaps = engine.neighbour_gaps()
-        ties = (gaps == 0).sum(axis=0).astype(np.int64)
+        # per feature: a mask of one column at a time, not of all the gaps
+        ties = np.array([np.count_nonzero(gaps[:, j] == 0) for j in range(d)], dtype=np.int64)
         noisy_ties = mech.count(
             ties, mech.plan.item("feature ties").epsilon, same_records=True,
             target="equal neighbour values per feature (ties)", item="feature ties",

@@ -43,7 +43,9 @@ __all__ = ["DaskData", "DaskEngine", "DaskGrouping", "as_dask_data", "unit_box_e
 #: Values of one feature per sorting partition (a task sorts about this many).
 _PART_VALUES = 1 << 22
 #: Values per feature batch of a neighbour-gap pass (bounds the workers' memory for the gaps).
-_BATCH_VALUES = 1 << 26
+_BATCH_VALUES = 1 << 25
+#: Chunks whose labels are gathered at once (bounds the client's memory for labels_).
+_LABEL_BATCH = 8
 _CACHE: dict = {}  # the last validated inputs: one pass per input, even across nested fits
 
 
@@ -197,12 +199,33 @@ def as_dask_data(X, name: str = "X") -> DaskData:
     return out
 
 
+def record_labels(data: DaskData, fn, *args) -> np.ndarray:
+    """``fn(chunk, *args)``, an integer label per record, on every chunk where it lives,
+    gathered into one int64 NumPy array a batch of chunks at a time (int32 in transit when the
+    labels fit): the client holds the result and one batch, never every chunk's labels and
+    their concatenation at once."""
+    narrow = data.shape[0] < 2**31
+
+    def labels(x, *a):
+        out = np.asarray(fn(x, *a))
+        return out.astype(np.int32) if narrow else out
+
+    blocks = data.array.map_blocks(labels, *args, drop_axis=1,
+                                   dtype=np.int32 if narrow else np.int64).to_delayed()
+    out = np.empty(data.shape[0], dtype=np.int64)
+    pos = 0
+    for start in range(0, len(blocks), _LABEL_BATCH):
+        for part in dask.compute(*blocks[start : start + _LABEL_BATCH]):
+            out[pos : pos + part.size] = part
+            pos += part.size
+    return out
+
+
 def nearest_centre_labels(data: DaskData, centres) -> np.ndarray:
     """Nearest-centre index of every record (chunk by chunk on the cluster), as NumPy."""
     from .._geometry import nearest_centres
 
-    c = np.asarray(centres, dtype=float)
-    return data.array.map_blocks(nearest_centres, c, drop_axis=1, dtype=np.int64).compute()
+    return record_labels(data, nearest_centres, np.asarray(centres, dtype=float))
 
 
 # ---------------------------------------------------------------------------- the cluster
