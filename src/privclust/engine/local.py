@@ -87,19 +87,22 @@ class LocalEngine(Engine):
         if (feature < 0).all():  # pure relabel: no record needs a test
             table = np.append(left, np.int32(-1))  # index -1 (no group) maps to -1
             return LocalGrouping(table[g], n_groups)
-        out = np.full(g.shape, -1, dtype=np.int32)
-        feature = feature.astype(np.int32)
+        out = np.empty(g.shape, dtype=np.int32)
         left_t = np.append(left, np.int32(-1))  # index -1 (no group) maps to -1
         right_t = np.append(right, np.int32(-1))
-        feature_t = np.append(feature, np.int32(-1))
+        feature_t = np.append(feature.astype(np.int32), np.int32(-1))
         threshold_t = np.append(threshold, 0.0)
-        for sl in self._chunks():  # chunked: temporaries stay small whatever n is
+        d = self.X.shape[1]
+        for sl in self._chunks(1 << 20):  # chunked: temporaries stay small whatever n is
             gs = g[sl]
             f = feature_t[gs]
-            split = np.flatnonzero(f >= 0)
-            goes_left = np.ones(gs.shape, dtype=bool)
-            x = self.X[sl]
-            goes_left[split] = x[split, f[split]] <= threshold_t[gs[split]]
+            # every record's tested value in one gather from the flat chunk (record i's
+            # feature j at i * d + j; feature 0 for records not tested)
+            flat = np.ascontiguousarray(self.X[sl]).reshape(-1)
+            at = np.arange(0, flat.size, d, dtype=np.int64)
+            at += np.maximum(f, 0)
+            goes_left = flat[at] <= threshold_t[gs]
+            goes_left |= f < 0
             out[sl] = np.where(goes_left, left_t[gs], right_t[gs])
         return LocalGrouping(out, n_groups)
 
