@@ -45,23 +45,27 @@ def border_cell_codes(core_keys, core_labels, shape, offsets, width, eps):
     """
     shape = np.asarray(shape, dtype=np.int64)
     strides = _c_strides(shape)
-    coords = _unflat(np.asarray(core_keys, dtype=np.int64), strides)
+    cols = np.ascontiguousarray(_unflat(np.asarray(core_keys, dtype=np.int64), strides).T)
     labels = np.asarray(core_labels, dtype=np.int64)
     # strictly inside the open ball, with a margin for the rounding of the point distances
     whole = (offsets.astype(float) ** 2).sum(axis=1) * width * width < eps * eps * (1.0 - 1e-9)
     acc = None
-    step = max(1, _PAIRS // max(1, coords.shape[0]))
+    step = max(1, _PAIRS // max(1, labels.size))
     for start in range(0, offsets.shape[0], step):
-        offs = offsets[start : start + step]
-        cells = coords[None, :, :] + offs[:, None, :]  # (offsets, core cells, d)
-        ok = ((cells >= 0) & (cells < shape)).all(axis=2)
-        keys = (cells[ok] * strides).sum(axis=1)
-        labs = np.broadcast_to(labels, ok.shape)[ok]
-        cover = np.broadcast_to(whole[start : start + step, None], ok.shape)[ok]
-        part = (keys, labs, labs, cover)
+        parts = []
+        for o, cover in zip(offsets[start : start + step], whole[start : start + step],
+                            strict=True):  # 1-D columns per offset: no (pairs, d) arrays
+            ok = np.ones(labels.size, dtype=bool)
+            key = np.zeros(labels.size, dtype=np.int64)
+            for j in range(shape.size):
+                c = cols[j] + o[j]
+                ok &= (c >= 0) & (c < shape[j])
+                key += c * strides[j]
+            labs = labels[ok]
+            parts.append((key[ok], labs, labs, np.full(labs.size, cover)))
         if acc is not None:
-            part = tuple(np.concatenate(pair) for pair in zip(acc, part, strict=True))
-        acc = _reduce_by_key(*part)
+            parts.append(acc)
+        acc = _reduce_by_key(*(np.concatenate(p) for p in zip(*parts, strict=True)))
     keys, high, low, covered = acc
     codes = np.where(covered & (low == high), high, NEEDS_POINTS)
     codes[np.searchsorted(keys, core_keys)] = labels  # offset 0 is in NB: every core key is there
