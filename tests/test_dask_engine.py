@@ -118,6 +118,43 @@ def test_queries_equal_local(client, monkeypatch, chunking, dtype, small_parts):
     _check_assignments(L, D)
 
 
+@pytest.mark.parametrize("chunking", ["uneven", "empty"])
+def test_pending_regroupings_and_joint_queries_equal_local(client, chunking):
+    """A chain of regroupings read at its end and in its middle (each read applies its own
+    chain), and count_and_histogram against count plus axis_histogram, on both engines."""
+    X = _data()
+    b = np.tile([-6.0, 6.0], (3, 1))
+    L, D = _engines(X, b, chunking)
+    split = ([0], [0.0], [0], [1], 2)
+    g1l, g1d = L.regroup(L.root(), *split), D.regroup(D.root(), *split)
+    relabel = ([-1, -1], [0.0, 0.0], [1, -1], [1, -1], 2)  # group 0 leaves, 1 -> 1
+    g2l, g2d = L.regroup(g1l, *relabel), D.regroup(g1d, *relabel)
+    split2 = ([-1, 2], [0.0, 0.3], [0, 1], [0, 2], 3)
+    g3l, g3d = L.regroup(g2l, *split2), D.regroup(g2d, *split2)
+    assert g3d.group is None  # pending until a query reads it
+    lo, w = b[:, 0], np.full(3, 0.7)
+    for gl, gd in ((g3l, g3d), (g1l, g1d), (g2l, g2d)):
+        cl, hl = L.count_and_histogram(gl, lo, w, 16)
+        cd, hd = D.count_and_histogram(gd, lo, w, 16)
+        np.testing.assert_array_equal(cl, L.count(gl))
+        np.testing.assert_array_equal(hl, L.axis_histogram(gl, lo, w, 16))
+        np.testing.assert_array_equal(cl, cd)
+        np.testing.assert_array_equal(hl, hd)
+    assert g3d.group is not None
+
+
+def test_labels_of_many_chunks_come_back_in_order(client):
+    """More chunks than one batch of labels: predict and labels_ equal the NumPy fit's."""
+    X = _blobs()
+    rows = 2000 // (3 * dask_engine._LABEL_BATCH) + 1  # three batches and a bit
+    for name in ("DPDBSCAN", "DPM"):
+        a = ESTIMATORS[name]().fit(X)
+        b = ESTIMATORS[name]().fit(da.from_array(X, chunks=(rows, 2)))
+        np.testing.assert_array_equal(a.labels_, b.labels_)
+        assert b.labels_.dtype == np.int64 and (a.labels_ >= 0).any()
+        np.testing.assert_array_equal(a.predict(X), b.predict(da.from_array(X, chunks=rows)))
+
+
 def _check_assignments(L, D):
     centres = np.array([[0.0, 0, 0], [2, 2, 0], [-2, 1, 1]])
     for a, c in zip(L.nearest_centre_moments(centres), D.nearest_centre_moments(centres),
