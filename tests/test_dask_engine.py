@@ -111,7 +111,9 @@ def test_queries_equal_local(client, monkeypatch, chunking, dtype, small_parts):
         np.testing.assert_array_equal(a, c)
     np.testing.assert_array_equal(L.lattice_misses(0, [1.0, 0.5, 0.25]),
                                   D.lattice_misses(0, [1.0, 0.5, 0.25]))
-    for width in (0.4, 2e-6):  # integer cell keys; rows when the keys would overflow
+    # cell keys counted per chunk (few cells), raw keys merged by bincount or by sorting (many
+    # cells), rows when the keys would overflow
+    for width in (4.0, 0.4, 0.1, 2e-6):
         for a, c in zip(L.cell_counts(b[:, 0], np.full(3, width)),
                         D.cell_counts(b[:, 0], np.full(3, width)), strict=True):
             np.testing.assert_array_equal(a, c)
