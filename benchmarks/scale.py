@@ -132,8 +132,8 @@ def in_memory(args) -> None:
     sets = [
         ("DPDBSCAN", f"{args.memory_points:,} x 2 float32", box_points(args.memory_points, 0),
          dbscan),
-        ("DPM", "Synth-100d (100,000 x 100)", synth_100d().X if not args.quick
-         else synth_100d(20_000).X, dpm),
+        ("DPM", f"Synth-100d ({20_000 if args.quick else 100_000:,} x 100)",
+         synth_100d(20_000 if args.quick else 100_000).X, dpm),
     ]
     print("in memory: median fit time (s), NumPy engine vs Dask engine (2 workers)")
     print(f"{'estimator':10} {'data':30} {'numpy':>8} {'dask':>8} {'ratio':>6}")
