@@ -295,6 +295,13 @@ def _quantile_block_weights(
     on one side of the target reuse one precomputed decay instead of an ``exp`` per interval.
     With ``log_scale`` the edges (and so the widths) are in ``log v``."""
     m = z.size
+    length = stop - start
+    nearest = max(start - target, target - (stop - 1), 0.0)
+    if not log_space and -rate * nearest < -690.0:
+        # Below 1e-300 of the peak factor: these weights vanish next to the blocks around the
+        # target in float64 (and would only produce slow subnormal arithmetic). Such a block is
+        # never drawn (its total is 0), so its edges are not needed either.
+        return None, np.zeros(length)
     parts = [np.array([lo])] if start == 0 else []
     parts.append(z[max(start, 1) - 1 : min(stop, m)].astype(float))
     if stop == m + 1:
@@ -307,12 +314,6 @@ def _quantile_block_weights(
         dist = np.abs(np.arange(start, stop, dtype=float) - target)
         with np.errstate(divide="ignore"):
             return edges, np.log(widths) - rate * dist
-    length = stop - start
-    nearest = max(start - target, target - (stop - 1), 0.0)
-    if -rate * nearest < -690.0:
-        # Below 1e-300 of the peak factor: these weights vanish next to the blocks around the
-        # target in float64 (and would only produce slow subnormal arithmetic).
-        return edges, np.zeros(length)
     if start >= target:
         factor = math.exp(-rate * (start - target)) * geo[:length]
     elif stop - 1 <= target:
