@@ -129,7 +129,7 @@ def test_pending_regroupings_and_joint_queries_equal_local(client, chunking):
     L, D = _engines(X, b, chunking)
     split = ([0], [0.0], [0], [1], 2)
     g1l, g1d = L.regroup(L.root(), *split), D.regroup(D.root(), *split)
-    relabel = ([-1, -1], [0.0, 0.0], [1, -1], [1, -1], 2)  # group 0 leaves, 1 -> 1
+    relabel = ([-1, -1], [0.0, 0.0], [-3, 1], [-3, 1], 2)  # group 0 parked, 1 -> 1
     g2l, g2d = L.regroup(g1l, *relabel), D.regroup(g1d, *relabel)
     split2 = ([-1, 2], [0.0, 0.3], [0, 1], [0, 2], 3)
     g3l, g3d = L.regroup(g2l, *split2), D.regroup(g2d, *split2)
@@ -143,6 +143,10 @@ def test_pending_regroupings_and_joint_queries_equal_local(client, chunking):
         np.testing.assert_array_equal(cl, cd)
         np.testing.assert_array_equal(hl, hd)
     assert g3d.group is not None
+    parked = ([-1, -1, -1], [0.0] * 3, [0, 1, 2], [0, 1, 2], 4, [-1, 3])  # node 1 -> group 3
+    np.testing.assert_array_equal(L.count(L.regroup(g3l, *parked)),
+                                  D.count(D.regroup(g3d, *parked)))
+    assert L.count(L.regroup(g3l, *parked))[3] == L.count(g1l)[0] > 0
 
 
 def test_labels_of_many_chunks_come_back_in_order(client):

@@ -38,6 +38,34 @@ def test_regroup_count_and_histogram_match_brute_force(engine):
             np.testing.assert_array_equal(hist[g, j], np.bincount(b, minlength=n_bins))
 
 
+def test_parked_records_stay_out_of_every_query_until_assigned(engine):
+    """A target <= -2 parks the records: counts, histograms and sums ignore them, splits and
+    relabels (axis-aligned and oblique) keep them, and ``parked`` assigns them at last."""
+    eng, X = engine
+    left = X[:, 1] <= 0.25
+    # the left side is parked under -2 - 7 (node 7), the right side splits on x0
+    kids = eng.regroup(eng.root(), [1], [0.25], [-9], [0], 1)
+    assert eng.count(kids).tolist() == [(~left).sum()]
+    grand = eng.regroup(kids, [0], [0.0], [0], [-2], 1)  # x0 > 0 parked under node 0
+    low = ~left & (X[:, 0] <= 0.0)
+    assert eng.count(grand).tolist() == [low.sum()]
+    hist = eng.axis_histogram(grand, np.full(3, -1.0), np.full(3, 0.5), 4)
+    assert hist.sum() == 3 * low.sum()
+    np.testing.assert_allclose(eng.centred_sums(grand, np.zeros((1, 3))),
+                               X[low].sum(axis=0)[None, :], rtol=1e-10)
+    kept = eng.regroup_oblique(grand, np.ones(3), [0.0], [0], [0], 1)  # untested relabel
+    np.testing.assert_array_equal(kept.group, grand.group)
+    split = eng.regroup_oblique(grand, np.ones(3), [0.0], [0], [-1], 1)
+    np.testing.assert_array_equal(split.group[left], -9)  # parked stay parked
+    # the leaves at last: group 0 -> 2, parked node 0 -> 0, parked node 7 -> 1
+    parked = np.full(8, -1)
+    parked[0], parked[7] = 0, 1
+    final = eng.regroup(grand, [-1], [0.0], [2], [2], 3, parked=parked)
+    expect = np.where(left, 1, np.where(low, 2, 0))
+    np.testing.assert_array_equal(final.group, expect)
+    assert eng.count(final).tolist() == np.bincount(expect, minlength=3).tolist()
+
+
 def test_relabel_and_centred_sums(engine):
     eng, X = engine
     kids = eng.regroup(eng.root(), [2], [0.0], [0], [1], 2)

@@ -373,12 +373,13 @@ class DPM(PrivateClusterMixin):
                                    gaps)
         del gaps
         n_splits = int(np.ceil(np.max(width / beta) - 1e-9))
-        tree = self._grow(engine, mech, beta, n_splits, lo, hi, n_hat0, depth, tau_e,
-                          lambdas, eps_cnt_lvl, eps_exp_lvl, delta_cnt_lvl, t, q, alpha,
-                          eps_int_lvl, sigmas)
+        tree, grouping, active = self._grow(
+            engine, mech, beta, n_splits, lo, hi, n_hat0, depth, tau_e, lambdas, eps_cnt_lvl,
+            eps_exp_lvl, delta_cnt_lvl, t, q, alpha, eps_int_lvl, sigmas)
         self._move_unreached_levels(plan, depth, adaptive)
         avg = plan.item("leaf averages")
-        centres, sizes = self._leaf_averages(engine, mech, tree, avg.epsilon, avg.delta, depth)
+        centres, sizes = self._leaf_averages(engine, mech, tree, (grouping, active),
+                                             avg.epsilon, avg.delta, depth)
         self._close_plan(plan, report, accountant)
 
         self.cluster_centers_ = centres
@@ -535,7 +536,9 @@ class DPM(PrivateClusterMixin):
     # ------------------------------------------------------------------ Alg. 1
     def _grow(self, engine, mech, beta, n_splits, lo, hi, n_hat0, depth, tau_e, lambdas,
               eps_cnt_lvl, eps_exp_lvl, delta_cnt_lvl, t, q, alpha, eps_int_lvl=None,
-              sigmas=None) -> SplitTree:
+              sigmas=None):
+        """Alg. 1's tree: ``(tree, grouping, active)``. The grouping holds the last level's
+        active nodes as groups and every halted node's records parked under ``-2 - node``."""
         tree = SplitTree()
         tree.add(0, n_hat0, lo, hi)
         active = [0]
@@ -585,7 +588,7 @@ class DPM(PrivateClusterMixin):
             feat = choice // n_bins
             thr = cand[rows, feat, choice % n_bins]  # a + (i mod numSplits + 0.5) beta (Dep. 6)
 
-            children = engine.regroup(grouping, *_split_table(len(active), rows, feat, thr),
+            children = engine.regroup(grouping, *_split_table(active, rows, feat, thr),
                                       2 * rows.size)
             # the next level's histograms come with the counts (one request): the same groups
             # less the children dropped below (post-processing of exact aggregates)
@@ -604,12 +607,12 @@ class DPM(PrivateClusterMixin):
             next_active, relabel = _add_children(tree, active, rows, keep, feat, thr, child_hat,
                                                  level)
             active = next_active
-            if active:
-                m = relabel.size
-                grouping = engine.regroup(children, np.full(m, -1), np.zeros(m), relabel,
-                                          relabel, len(active))
-                hist = None if hist is None else _relabel_rows(hist, relabel, len(active))
-        return tree
+            m = relabel.size  # halted nodes' records stay parked under their node
+            grouping = engine.regroup(children, np.full(m, -1), np.zeros(m), relabel, relabel,
+                                      len(active))
+            if active and hist is not None:
+                hist = _relabel_rows(hist, relabel, len(active))
+        return tree, grouping, active
 
     def _level_grid(self, engine, mech, grouping, beta, n_splits, lo, n_hat, denom, box_lo,
                     box_hi, eps_int=None, sigmas=None, level=0):
@@ -649,30 +652,20 @@ class DPM(PrivateClusterMixin):
         return centreness + alpha * emptiness
 
     # ------------------------------------------------------------------ DP-AVG (Alg. 1 l. 10)
-    def _leaf_averages(self, engine, mech, tree, eps_avg, delta_avg, depth):
+    def _leaf_averages(self, engine, mech, tree, grown, eps_avg, delta_avg, depth):
         leaves = tree.leaves()
         for k, node in enumerate(leaves):
             tree.leaf_index[node] = k
-        # route every record to its leaf, one public test per depth
-        grouping = engine.root()
-        frontier = [0]
-        for _ in range(depth + 1):
-            if all(tree.is_leaf(i) for i in frontier):
-                break
-            g = len(frontier)
-            feature, threshold = np.full(g, -1), np.zeros(g)
-            left, right = np.full(g, -1), np.full(g, -1)
-            nxt: list[int] = []
-            for k, node in enumerate(frontier):
-                if tree.is_leaf(node):
-                    left[k] = len(nxt)
-                    nxt.append(node)
-                else:
-                    feature[k], threshold[k] = tree.feature[node], tree.threshold[node]
-                    left[k], right[k] = len(nxt), len(nxt) + 1
-                    nxt += [tree.left[node], tree.right[node]]
-            grouping = engine.regroup(grouping, feature, threshold, left, right, len(nxt))
-            frontier = nxt
+        frontier = _leaf_order(tree, depth)
+        # every record to its leaf in one pass: the grown grouping's active nodes and parked
+        # records (the leaves in the order of a level-by-level walk of the tree)
+        grouping, active = grown
+        position = np.full(len(tree.n_hat), -1)
+        position[frontier] = np.arange(len(frontier))
+        to_leaf = position[np.asarray(active, dtype=np.int64)] if active else np.zeros(0, int)
+        m = to_leaf.size
+        grouping = engine.regroup(grouping, np.full(m, -1), np.zeros(m), to_leaf, to_leaf,
+                                  len(frontier), parked=position)
         order = np.array([tree.leaf_index[i] for i in frontier])
         box_lo = np.array([tree.box_lo[i] for i in frontier])
         box_hi = np.array([tree.box_hi[i] for i in frontier])
@@ -694,11 +687,28 @@ class DPM(PrivateClusterMixin):
         return out, sizes
 
 
-def _split_table(g: int, rows, feat, thr):
+def _leaf_order(tree: SplitTree, depth: int) -> list:
+    """The leaves in the order of a level-by-level walk (a leaf keeps its place among the
+    children of the level it halted at): the order of the leaf-average releases."""
+    frontier = [0]
+    for _ in range(depth + 1):
+        if all(tree.is_leaf(i) for i in frontier):
+            break
+        nxt: list[int] = []
+        for node in frontier:
+            nxt += [node] if tree.is_leaf(node) else [tree.left[node], tree.right[node]]
+        frontier = nxt
+    return frontier
+
+
+def _split_table(active, rows, feat, thr):
     """``regroup``'s tables for one level: the nodes ``rows`` split on ``feat`` at ``thr``
-    into children ``2r`` (x <= threshold) and ``2r + 1``; the other nodes leave the groups."""
+    into children ``2r`` (x <= threshold) and ``2r + 1``; the other active nodes halt, their
+    records parked under ``-2 - node``."""
+    g = len(active)
     feature, threshold = np.full(g, -1), np.zeros(g)
-    left, right = np.full(g, -1), np.full(g, -1)
+    left = -2 - np.asarray(active, dtype=np.int64)
+    right = left.copy()
     feature[rows], threshold[rows] = feat, thr
     left[rows] = 2 * np.arange(rows.size)
     right[rows] = 2 * np.arange(rows.size) + 1
@@ -715,13 +725,15 @@ def _relabel_rows(per_group: np.ndarray, relabel: np.ndarray, n_groups: int) -> 
 
 def _add_children(tree: SplitTree, active, rows, keep, feat, thr, child_hat, level: int):
     """Record the kept splits of one level in ``tree``. Returns the next level's active nodes
-    and the map from the engine's child groups to them (-1: the split was not kept)."""
+    and the map from the engine's child groups to them (a split not kept parks both children's
+    records under ``-2 - node``, the node that halts)."""
     next_active = []
     relabel = np.full(2 * rows.size, -1)
     for r, k in enumerate(rows):
         node = active[k]
         if not keep[r]:
             tree.halt_reason[node] = "child below min_cluster_size"
+            relabel[2 * r] = relabel[2 * r + 1] = -2 - node
             continue
         f, s_ = int(feat[r]), float(thr[r])
         lhi = tree.box_hi[node].copy()

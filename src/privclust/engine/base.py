@@ -8,7 +8,10 @@ memory (:class:`~privclust.engine.local.LocalEngine`) or on another backend late
 Grouping protocol: group ``i`` of a grouping is routed by :meth:`Engine.regroup` with
 ``feature[i]``/``threshold[i]``: records with ``x[feature] <= threshold`` go to ``left[i]``, the
 others to ``right[i]``; ``feature[i] < 0`` sends the whole group to ``left[i]``; a target of -1
-drops the records from the new grouping.
+drops the records from the new grouping. A target ``p <= -2`` *parks* the records: they are in
+no group for every aggregate, and every later regrouping keeps them at ``p`` until one is given
+``parked`` (``parked[-2 - p]`` is then their group; DPM parks the records of a leaf as it halts
+and assigns every leaf's records in one pass at the end).
 
 Engines return exact values and import nothing from ``privclust.privacy`` or algorithms.
 """
@@ -77,8 +80,10 @@ class Engine(ABC):
         """All records in one group."""
 
     @abstractmethod
-    def regroup(self, grouping, feature, threshold, left, right, n_groups: int) -> Grouping:
-        """Route each group's records by one axis-aligned test (see the module docstring)."""
+    def regroup(self, grouping, feature, threshold, left, right, n_groups: int,
+                parked=None) -> Grouping:
+        """Route each group's records by one axis-aligned test (see the module docstring);
+        ``parked`` (optional) maps parked records to groups of the new grouping."""
 
     @abstractmethod
     def regroup_oblique(self, grouping, normal, offset, left, right,
@@ -90,8 +95,9 @@ class Engine(ABC):
         ``normal`` itself when ``normal`` has shape (d,) (one direction shared by every group)
         or its row ``i`` when it has shape (n_groups_in, d). Where ``left[i] == right[i]`` the
         whole group goes there untested. A target of -1 drops the records from the new
-        grouping; records in no group stay in none. ``offset``, ``left``, ``right``: shape
-        (n_groups_in,). Returns the new grouping of ``n_groups`` groups.
+        grouping; records in no group stay in none, parked records stay parked. ``offset``,
+        ``left``, ``right``: shape (n_groups_in,). Returns the new grouping of ``n_groups``
+        groups.
         """
 
     @abstractmethod

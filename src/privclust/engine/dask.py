@@ -359,9 +359,11 @@ class DaskEngine(Engine):
         g = da.zeros(self.X.shape[0], chunks=(self.X.chunks[0],), dtype=np.int32)
         return DaskGrouping(self._client.persist(g), 1)
 
-    def regroup(self, grouping, feature, threshold, left, right, n_groups) -> DaskGrouping:
+    def regroup(self, grouping, feature, threshold, left, right, n_groups,
+                parked=None) -> DaskGrouping:
         """See :meth:`privclust.engine.base.Engine.regroup`."""
-        args = tuple(np.asarray(a) for a in (feature, threshold, left, right)) + (n_groups,)
+        args = tuple(np.asarray(a) for a in (feature, threshold, left, right)) + (
+            n_groups, None if parked is None else np.asarray(parked))
         return self._regroup("regroup", grouping, args, n_groups)
 
     def regroup_oblique(self, grouping, normal, offset, left, right, n_groups) -> DaskGrouping:

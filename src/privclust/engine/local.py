@@ -77,7 +77,8 @@ class LocalEngine(Engine):
         """See :meth:`privclust.engine.base.Engine.root`."""
         return LocalGrouping(np.zeros(self.X.shape[0], dtype=np.int32), 1)
 
-    def regroup(self, grouping, feature, threshold, left, right, n_groups) -> LocalGrouping:
+    def regroup(self, grouping, feature, threshold, left, right, n_groups,
+                parked=None) -> LocalGrouping:
         """See :meth:`privclust.engine.base.Engine.regroup`."""
         feature = np.asarray(feature, dtype=np.int64)
         threshold = np.asarray(threshold, dtype=float)
@@ -86,7 +87,7 @@ class LocalEngine(Engine):
         g = grouping.group
         if (feature < 0).all():  # pure relabel: no record needs a test
             table = np.append(left, np.int32(-1))  # index -1 (no group) maps to -1
-            return LocalGrouping(table[g], n_groups)
+            return LocalGrouping(_unpark(g, table[np.maximum(g, -1)], parked), n_groups)
         out = np.empty(g.shape, dtype=np.int32)
         left_t = np.append(left, np.int32(-1))  # index -1 (no group) maps to -1
         right_t = np.append(right, np.int32(-1))
@@ -95,15 +96,16 @@ class LocalEngine(Engine):
         d = self.X.shape[1]
         for sl in self._chunks(1 << 20):  # chunked: temporaries stay small whatever n is
             gs = g[sl]
-            f = feature_t[gs]
+            gi = np.maximum(gs, -1)  # parked records read the no-group entry, then keep theirs
+            f = feature_t[gi]
             # every record's tested value in one gather from the flat chunk (record i's
             # feature j at i * d + j; feature 0 for records not tested)
             flat = np.ascontiguousarray(self.X[sl]).reshape(-1)
             at = np.arange(0, flat.size, d, dtype=np.int64)
             at += np.maximum(f, 0)
-            goes_left = flat[at] <= threshold_t[gs]
+            goes_left = flat[at] <= threshold_t[gi]
             goes_left |= f < 0
-            out[sl] = np.where(goes_left, left_t[gs], right_t[gs])
+            out[sl] = _unpark(gs, np.where(goes_left, left_t[gi], right_t[gi]), parked)
         return LocalGrouping(out, n_groups)
 
     def regroup_oblique(self, grouping, normal, offset, left, right, n_groups) -> LocalGrouping:
@@ -115,13 +117,13 @@ class LocalEngine(Engine):
         split_t = left_t != right_t  # only these groups need the test
         g = grouping.group
         if not split_t.any():  # pure relabel: no record needs a test
-            return LocalGrouping(left_t[g], n_groups)
+            return LocalGrouping(_unpark(g, left_t[np.maximum(g, -1)]), n_groups)
         shared = normal.ndim == 1
         out = np.empty(g.shape, dtype=np.int32)
         for sl in self._chunks():  # chunked: temporaries stay small whatever n is
             gs = g[sl]
-            target = left_t[gs]
-            rows = np.flatnonzero(split_t[gs])
+            target = _unpark(gs, left_t[np.maximum(gs, -1)])
+            rows = np.flatnonzero(split_t[np.maximum(gs, -1)])
             if rows.size:
                 x = self.X[sl][rows].astype(float, copy=False)
                 gr = gs[rows]
@@ -384,6 +386,17 @@ def _most_likely(assignment: MostLikelyComponent):
         return np.argmax(score, axis=1)
 
     return labels
+
+
+def _unpark(before: np.ndarray, after: np.ndarray, parked=None) -> np.ndarray:
+    """``after`` with the parked records of ``before`` (ids <= -2) kept parked, or moved to
+    ``parked[-2 - id]`` when a table is given."""
+    low = before <= -2
+    if parked is None:
+        np.copyto(after, before, where=low)  # one masked pass, no gather
+    elif low.any():
+        after[low] = np.asarray(parked, dtype=np.int32)[-2 - before[low]]
+    return after
 
 
 def records_outside(x, lo, hi) -> int:
