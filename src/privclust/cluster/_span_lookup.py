@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._geometry import flat_cell_keys
+from .._geometry import flat_cell_keys, rows_outside
 from .._parallel import each_chunk
 from ._grid import _c_strides, _unflat, neighbour_offsets
 
@@ -131,7 +131,7 @@ class SpanLookup:
             else:
                 pos = np.minimum(np.searchsorted(keys, key), keys.size - 1)
                 lab = np.where(keys[pos] == key, codes[pos], -1)
-            outside = self._outside(x)
+            outside = rows_outside(x, self.lo, self.hi)
             if outside is not None:
                 lab[outside] = -1
             out[start : start + x.shape[0]] = lab
@@ -146,14 +146,6 @@ class SpanLookup:
                 core_lut = lut
             self._border(arr, out, rows, core_lut)
         return out
-
-    def _outside(self, x):
-        """Rows of ``x`` outside the public bounds (None when there are none)."""
-        d = x.shape[1]
-        if x.shape[0] == 0 or all(x[:, j].min() >= self.lo[j] and x[:, j].max() <= self.hi[j]
-                                  for j in range(d)):
-            return None
-        return ((x < self.lo) | (x > self.hi)).any(axis=1)
 
     def _border(self, arr, out, rows, core_lut) -> None:
         """The point-by-point rule on ``rows`` (their cells' codes said so); ``core_lut``: the

@@ -336,13 +336,18 @@ class DaskEngine(Engine):
         futures = self._client.compute(list(objs), retries=self.retries)
         return self._client.gather(futures)
 
-    def _agg(self, method, grouping, *args, **kwargs):
-        """A LocalEngine query on every chunk, the chunk results added in a fixed tree."""
+    def _agg_graph(self, method, grouping, *args, **kwargs):
+        """A LocalEngine query on every chunk, the chunk results added in a fixed tree
+        (delayed: several queries can go in one computation)."""
         gs = grouping.blocks if grouping is not None else [None] * len(self._xblocks)
         n_groups = grouping.n_groups if grouping is not None else 0
-        parts = [delayed(tasks.on_block)(self._proto, method, x, g, n_groups, args, kwargs)
-                 for x, g in zip(self._xblocks, gs, strict=True)]
-        return self._compute(tasks.tree(parts))[0]
+        return tasks.tree([delayed(tasks.on_block)(self._proto, method, x, g, n_groups, args,
+                                                   kwargs)
+                           for x, g in zip(self._xblocks, gs, strict=True)])
+
+    def _agg(self, method, grouping, *args, **kwargs):
+        """:meth:`_agg_graph`, computed."""
+        return self._compute(self._agg_graph(method, grouping, *args, **kwargs))[0]
 
     def _regroup(self, method, grouping, args, n_groups):
         return grouping.then(self, method, args, n_groups)
@@ -387,25 +392,18 @@ class DaskEngine(Engine):
         """See :meth:`privclust.engine.base.Engine.count_and_histogram` (one computation)."""
         lo = np.asarray(lo, dtype=float)
         width = np.asarray(width, dtype=float)
-        counts = tasks.tree([
-            delayed(tasks.on_block)(self._proto, "count", x, g, grouping.n_groups, (), {})
-            for x, g in zip(self._xblocks, grouping.blocks, strict=True)])
-        hist = self._histogram_graph(grouping, lo, width, int(n_bins))
-        return tuple(self._compute(counts, hist))
+        return tuple(self._compute(self._agg_graph("count", grouping),
+                                   self._histogram_graph(grouping, lo, width, int(n_bins))))
 
     def _histogram_graph(self, grouping, lo, width, n_bins):
         """The delayed histogram: the chunks' histograms from their persisted bins (or, for
         bins per group, from the records), added in the fixed tree."""
         if lo.ndim == 2:
-            parts = [delayed(tasks.on_block)(self._proto, "axis_histogram", x, g, grouping.n_groups,
-                                        (lo, width, n_bins), {})
-                     for x, g in zip(self._xblocks, grouping.blocks, strict=True)]
-        else:
-            key, bins = self._bins(lo, width, n_bins)
-            parts = [delayed(tasks.histogram_block)(self._proto, x, b, key, g, grouping.n_groups,
-                                               lo, width, n_bins)
-                     for x, b, g in zip(self._xblocks, bins, grouping.blocks, strict=True)]
-        return tasks.tree(parts)
+            return self._agg_graph("axis_histogram", grouping, lo, width, n_bins)
+        key, bins = self._bins(lo, width, n_bins)
+        return tasks.tree([delayed(tasks.histogram_block)(self._proto, x, b, key, g,
+                                                          grouping.n_groups, lo, width, n_bins)
+                           for x, b, g in zip(self._xblocks, bins, grouping.blocks, strict=True)])
 
     def _bins(self, lo, width, n_bins):
         """The bin of every (record, dimension), persisted on the workers beside the records
@@ -459,15 +457,17 @@ class DaskEngine(Engine):
         lo, span, strides = cell_index_box(self.bounds, origin, cell_width)
         if strides is None:  # keys would overflow: rows
             parts = [delayed(tasks.on_block)(self._proto, "cell_counts", x, None, 0,
-                                        (origin, cell_width), {}) for x in self._xblocks]
+                                             (origin, cell_width), {}) for x in self._xblocks]
             return self._compute(delayed(tasks.merge_cell_rows)(*parts))[0]
         total = int(np.prod(span))
         n_parts = max(1, min(-(-n // _PART_VALUES), total))
         width = -(-total // n_parts)  # key range per partition
-        splits = [delayed(tasks.cell_keys, nout=n_parts)(x, origin, cell_width, lo, span, strides,
-                                                     n_parts, width) for x in self._xblocks]
-        res = self._compute(*[delayed(tasks.merge_cells)(p * width, min(width, total - p * width),
-                                                    *[s[p] for s in splits])
+        splits = [delayed(tasks.cell_keys, nout=n_parts)(x, origin, cell_width, lo, span,
+                                                         strides, n_parts, width)
+                  for x in self._xblocks]
+        res = self._compute(*[delayed(tasks.merge_cells)(p * width,
+                                                         min(width, total - p * width),
+                                                         *[s[p] for s in splits])
                               for p in range(n_parts)])
         ukeys = np.concatenate([r[0] for r in res])  # partitions are key ranges, in order
         counts = np.concatenate([r[1] for r in res])
@@ -518,7 +518,7 @@ class DaskEngine(Engine):
             groups = np.array_split(np.arange(d), min(d, 4))
             res = self._compute(*[
                 delayed(tasks.sort_columns)(c, dtype, {i: offsets[j] for i, j in enumerate(c)
-                                                  if j in offsets}, *self._xblocks)
+                                                       if j in offsets}, *self._xblocks)
                 for c in groups])
             for c, r in zip(groups, res, strict=True):
                 gaps[c] = r

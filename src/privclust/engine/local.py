@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._geometry import flat_cell_keys, group_column_sums, nearest_centres
+from .._geometry import flat_cell_keys, group_column_sums, nearest_centres, rows_outside
 from .._parallel import each_chunk as _each_chunk
 from .base import AssignmentStats, Engine, Grouping, MostLikelyComponent, NearestCentre
 
@@ -400,14 +400,9 @@ def _unpark(before: np.ndarray, after: np.ndarray, parked=None) -> np.ndarray:
 
 
 def records_outside(x, lo, hi) -> int:
-    """How many rows of ``x`` have a value outside ``[lo, hi]``: two column reductions when
-    none does (the common case, about 10x faster than the (rows, d) comparison), the exact
-    count otherwise."""
-    if x.shape[0] == 0:
-        return 0
-    if all(x[:, j].min() >= lo[j] and x[:, j].max() <= hi[j] for j in range(x.shape[1])):
-        return 0
-    return int(((x < lo) | (x > hi)).any(axis=1).sum())
+    """How many rows of ``x`` have a value outside ``[lo, hi]`` (see :func:`rows_outside`)."""
+    mask = rows_outside(x, lo, hi)
+    return 0 if mask is None else int(np.count_nonzero(mask))
 
 
 def cell_index_box(bounds, origin, cell_width):
