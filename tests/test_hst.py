@@ -18,6 +18,7 @@ from sklearn.base import clone
 from sklearn.datasets import make_blobs
 
 import privclust.cluster.hst as hst
+from _bad_input import BAD_BOUNDS_AND_DATA, BAD_EPSILON_AND_K, assert_clear_error
 from _draws import DrawRecorder, true_spend
 from privclust.cluster.hst import HSTKMeans, hst_threshold, level_keys
 from privclust.engine import LocalEngine
@@ -221,25 +222,13 @@ def test_docstring_example_runs():
 @pytest.mark.parametrize(
     "kwargs, X, match",
     [
-        ({"epsilon": 0}, None, "epsilon"),
-        ({"epsilon": -1.0}, None, "epsilon"),
-        ({"epsilon": float("nan")}, None, "epsilon"),
-        ({"n_clusters": 0}, None, "n_clusters"),
-        ({"n_clusters": 2.5}, None, "n_clusters"),
+        *BAD_EPSILON_AND_K,
         ({"n_clusters": "3"}, None, "n_clusters"),
         ({"max_depth": 0}, None, "max_depth"),
         ({"refine": "yes"}, None, "refine"),
         ({"refine": True, "refine_share": 1.0}, None, "refine_share"),
-        ({"bounds": None}, None, "bounds are required"),
-        ({"bounds": (1, 0)}, None, "lo < hi"),
-        ({"bounds": [[0, 1]] * 3}, None, "shape"),
-        ({}, [[0.1, np.nan]], "NaN"),
-        ({}, [0.1, 0.2], "2-D"),
-        ({}, np.zeros((0, 2)), "0 samples"),
+        *BAD_BOUNDS_AND_DATA,
     ],
 )
 def test_bad_input_is_a_clear_error(kwargs, X, match):
-    params = {"n_clusters": 2, "epsilon": 1.0, "bounds": (0, 1), "random_state": 0, **kwargs}
-    X = np.random.default_rng(0).uniform(0, 1, (20, 2)) if X is None else X
-    with pytest.raises((ValueError, TypeError), match=match):
-        HSTKMeans(**params).fit(X)
+    assert_clear_error(HSTKMeans, kwargs, X, match)

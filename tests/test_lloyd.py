@@ -20,6 +20,7 @@ from sklearn.base import clone
 import privclust.cluster._centres as centres
 import privclust.privacy.mechanisms as mechanisms
 from _audit import assert_private, audit, categorical_events, combine, threshold_events
+from _bad_input import BAD_BOUNDS_AND_DATA, BAD_EPSILON_AND_K, assert_clear_error
 from privclust.cluster.lloyd import (
     DPLloyd,
     noisy_centroids,
@@ -347,30 +348,18 @@ def test_edge_cases_fit_without_crashing():
 @pytest.mark.parametrize(
     "kwargs, X, match",
     [
-        ({"epsilon": 0}, None, "epsilon"),
-        ({"epsilon": -1.0}, None, "epsilon"),
-        ({"epsilon": float("nan")}, None, "epsilon"),
-        ({"n_clusters": 0}, None, "n_clusters"),
-        ({"n_clusters": 2.5}, None, "n_clusters"),
+        *BAD_EPSILON_AND_K,
         ({"n_clusters": True}, None, "n_clusters"),
         ({"max_iter": 0}, None, "max_iter"),
         ({"n_iter": 0}, None, "n_iter"),
         ({"init": "k-means++"}, None, "init"),
         ({"init": [[0.0, 0.0]]}, None, "init"),
-        ({"bounds": None}, None, "bounds are required"),
-        ({"bounds": (1, 0)}, None, "lo < hi"),
-        ({"bounds": [[0, 1]] * 3}, None, "shape"),
-        ({}, [[0.1, np.nan]], "NaN"),
-        ({}, [0.1, 0.2], "2-D"),
-        ({}, np.zeros((0, 2)), "0 samples"),
+        *BAD_BOUNDS_AND_DATA,
         ({}, [["a", "b"]], "numeric"),
     ],
 )
 def test_bad_input_is_a_clear_error(kwargs, X, match):
-    params = {"n_clusters": 2, "epsilon": 1.0, "bounds": (0, 1), "random_state": 0, **kwargs}
-    X = np.random.default_rng(0).uniform(0, 1, (20, 2)) if X is None else X
-    with pytest.raises((ValueError, TypeError), match=match):
-        DPLloyd(**params).fit(X)
+    assert_clear_error(DPLloyd, kwargs, X, match)
 
 
 def test_predict_before_fit_and_wrong_width():
