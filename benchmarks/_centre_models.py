@@ -10,6 +10,7 @@ released centres (of the clipped records) and the fit time.
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import time
 import warnings
@@ -19,6 +20,15 @@ from sklearn.datasets import make_blobs
 
 from privclust.datasets import DatasetNotFoundError, load
 from privclust.metrics import accuracy_majority, ari, inertia
+
+
+def base_parser(doc: str) -> argparse.ArgumentParser:
+    """The options every centre-model benchmark takes: ``--runs``, ``--epsilons``, ``--quick``."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--epsilons", type=float, nargs="+", default=[1.0, 0.5])
+    ap.add_argument("--quick", action="store_true", help="Synth-10d only")
+    return ap
 
 
 def synth_10d():

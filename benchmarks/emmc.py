@@ -16,21 +16,16 @@ sets.
 
 from __future__ import annotations
 
-import argparse
-
 import numpy as np
 
-from _centre_models import data_sets, measure
+from _centre_models import base_parser, data_sets, measure
 from privclust import DPM, EMMC, DPLloyd
 
 TARGET_S = 5.0  # every fit on Synth-10d
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--runs", type=int, default=5)
-    ap.add_argument("--epsilons", type=float, nargs="+", default=[1.0, 0.5])
-    ap.add_argument("--quick", action="store_true", help="Synth-10d only")
+    ap = base_parser(__doc__)
     ap.add_argument("--baselines", action="store_true", help="also DPLloyd and DPM")
     ap.add_argument("--n-scales", type=int, default=None)
     ap.add_argument("--n-candidates", type=int, default=None)

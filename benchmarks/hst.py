@@ -14,19 +14,14 @@ cost per record at the released centres, and the fit time (the median of the run
 
 from __future__ import annotations
 
-import argparse
-
 import numpy as np
 
-from _centre_models import data_sets, measure
+from _centre_models import base_parser, data_sets, measure
 from privclust import HSTKMeans
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--runs", type=int, default=5)
-    ap.add_argument("--epsilons", type=float, nargs="+", default=[1.0, 0.5])
-    ap.add_argument("--quick", action="store_true", help="Synth-10d only")
+    ap = base_parser(__doc__)
     ap.add_argument("--max-depth", type=int, default=None)
     ap.add_argument("--no-refine", action="store_true")
     ap.add_argument("--refine-share", type=float, default=None)
