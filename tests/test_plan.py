@@ -157,7 +157,10 @@ def test_spent_equals_planned(blobs, name, delta, epsilon):
         assert rep.planned.delta == delta
     elif uses_delta:
         assert 0 < rep.planned.delta <= DELTA_CAP
-        assert rep.delta_reserved == DELTA_CAP and "the delta rule then chose" in str(rep)
+        assert rep.delta_reserved == DELTA_CAP and "what the delta rule chose" in str(rep)
+        # the headline is the cap, which holds on every pair of neighbours, not delta_hat
+        assert rep.guarantee().delta == DELTA_CAP
+        assert f"{DELTA_CAP:.3g})-differential privacy" in str(rep)
     else:
         assert rep.planned.delta == 0.0
     assert rep.unspent == []

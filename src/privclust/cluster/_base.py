@@ -310,24 +310,32 @@ def data_bounds(X, *, allow_leak: bool = False, margin: float = 0.0) -> np.ndarr
     return np.column_stack([lo - pad, hi + pad])
 
 
-#: Work per record above which a fit is refused before it starts: at most ~10 s per 10,000
-#: records on this library's reference machine (2 cores), however the parameters are set.
-MAX_SECONDS_PER_10K_RECORDS = 10.0
+#: Work per record above which a fit is refused before it starts: about 1 ms per record
+#: (10 s per 10,000 records) on this library's reference machine (2 cores).
+MAX_SECONDS_PER_RECORD = 1e-3
+#: Work that does not grow with the data (e.g. scoring candidates) above which a fit is refused.
+MAX_FIXED_SECONDS = 10.0
 
 
-def check_fit_cost(n: int, seconds_per_record: float, what: str, advice: str,
+def check_fit_cost(seconds_per_record: float, what: str, advice: str,
                    fixed_seconds: float = 0.0) -> None:
-    """Refuse up front a fit whose parameters make it slow: ``seconds_per_record`` and
-    ``fixed_seconds`` (work that does not grow with n, e.g. scoring candidates) come from the
-    estimator's own measured cost model. The limit grows with n (10 s per 10,000 records), so
-    big data with ordinary parameters is never refused; only parameters that cost more than
-    ~1 ms per record, or 10 s whatever the data, are."""
-    n = max(int(n), 1)
-    predicted = seconds_per_record * n + fixed_seconds
-    limit = MAX_SECONDS_PER_10K_RECORDS * max(1.0, n / 10_000)
-    if predicted > limit:
+    """Refuse up front a fit whose parameters make it slow.
+
+    ``seconds_per_record`` and ``fixed_seconds`` (work that does not grow with the data) come
+    from the estimator's own measured cost model, a function of its parameters and the number
+    of features only. The decision reads neither the number of records nor anything else about
+    the data: whether a fit runs is then the same on every pair of neighbouring data sets (a
+    refusal that depended on the exact record count would itself disclose it, with no finite
+    epsilon), and the message states no data-derived number."""
+    if seconds_per_record > MAX_SECONDS_PER_RECORD:
         raise ValueError(
-            f"{what} would take about {predicted:,.0f} s on these {n:,} records; {advice}"
+            f"{what} would take about {seconds_per_record * 1e3:,.2g} ms per record (more than "
+            f"the {MAX_SECONDS_PER_RECORD * 1e3:g} ms privclust allows); {advice}"
+        )
+    if fixed_seconds > MAX_FIXED_SECONDS:
+        raise ValueError(
+            f"{what} would take about {fixed_seconds:,.0f} s whatever the data (more than the "
+            f"{MAX_FIXED_SECONDS:g} s privclust allows); {advice}"
         )
 
 

@@ -266,7 +266,7 @@ class _ConvergentKMeans(PrivateClusterMixin):
         plan, accountant = self._open_plan(eps, 0.0)  # checked before any data is read
         X = self._check_X(X, reset=True)
         check_n_clusters(k, X.shape[0])
-        self._check_cost(X.shape, k, T, m, extra)
+        self._check_cost(X.shape[1], k, T, m, extra)
         bounds = self._fit_bounds(X)
         faithful = self.variant == "faithful"
         if faithful and X.shape[0] < k:  # the faithful variant is not private: n may be read
@@ -307,16 +307,17 @@ class _ConvergentKMeans(PrivateClusterMixin):
         return finish_centre_fit(self, X, bounds, centres, n_hat, history, costs, report,
                                  plan, accountant)
 
-    def _check_cost(self, shape, k, T, m, extra) -> None:
+    def _check_cost(self, d, k, T, m, extra) -> None:
         # measured per record: ~7e-10 s x cluster x feature x iteration (nearest centres), and
         # ~4e-9 s x cluster x sub-cluster x feature x iteration for SubClustering's sub-cells
         # and ~2.5e-7 s per cluster x candidate x feature x iteration to score candidates
         subs = extra.get("internal_k", 0)
-        dims = max(shape[1], 2)
-        check_fit_cost(shape[0], (7e-10 + 4e-9 * subs) * k * dims * T,
+        dims = max(d, 2)
+        check_fit_cost((7e-10 + 4e-9 * subs) * k * dims * T,
                        f"{type(self).__name__}(n_clusters={k}, max_iter={T}, n_candidates={m}"
                        + (f", internal_k={subs})" if "internal_k" in extra else ")"),
-                       "lower n_clusters, internal_k, n_candidates or max_iter",
+                       "lower n_clusters, " + ("internal_k, " if "internal_k" in extra else "")
+                       + "n_candidates or max_iter",
                        fixed_seconds=2.5e-7 * k * m * dims * T)
 
     def _plan_items(self, plan, lap_share, T, shares, d, faithful):

@@ -422,7 +422,7 @@ class DPCube(PrivateClusterMixin):
         depth = _default_depth(k, p) if self.max_depth is None else int(self.max_depth)
         # measured: ~6e-8 s per record, projected dimension and level (cube keys), the
         # projection, and ~4e-10 s per record, centre and dimension per assignment
-        check_fit_cost(n, 6e-8 * p * depth * self.n_shifts + 2e-9 * d * p
+        check_fit_cost(6e-8 * p * depth * self.n_shifts + 2e-9 * d * p
                        + 4e-10 * k * (d + p) * (1 + n_lloyd),
                        f"DPCube(n_clusters={k}, max_depth={depth}, n_shifts={self.n_shifts}) "
                        f"on {d} features", "lower max_depth, n_shifts, n_lloyd or n_clusters")

@@ -294,7 +294,7 @@ class EMMC(PrivateClusterMixin):
         bounds = self._fit_bounds(X)
         depth = _default_depth(k, d) if depth is None else depth
         # measured: ~4e-8 s per record, feature and level (cell keys), plus the assignments
-        check_fit_cost(n, 4e-8 * d * (depth + scales) + 3.4e-10 * (m * scales + 2 * k) * max(d, 2),
+        check_fit_cost(4e-8 * d * (depth + scales) + 3.4e-10 * (m * scales + 2 * k) * max(d, 2),
                        f"EMMC(n_clusters={k}, max_depth={depth}, n_candidates={m}) on {d} "
                        "features", "lower max_depth, n_candidates or n_clusters")
         source = resolve_random_state(self.random_state)

@@ -340,7 +340,7 @@ class HSTKMeans(PrivateClusterMixin):
         bounds = self._fit_bounds(X)
         depth = _default_depth(k, d) if depth is None else depth
         # measured: ~4e-8 s per record, feature and level (cell keys), plus the assignment
-        check_fit_cost(X.shape[0], 4e-8 * d * depth + 3.4e-10 * k * max(d, 2) * 2,
+        check_fit_cost(4e-8 * d * depth + 3.4e-10 * k * max(d, 2) * 2,
                        f"HSTKMeans(n_clusters={k}, max_depth={depth}) on {d} features",
                        "lower max_depth or n_clusters")
         source = resolve_random_state(self.random_state)

@@ -151,7 +151,7 @@ class DPLloyd(PrivateClusterMixin):
         d = X.shape[1]
         T_max = max_iter if n_iter is None else n_iter
         # measured: ~3.4e-10 s per record x cluster x feature x iteration (nearest centres)
-        check_fit_cost(X.shape[0], 3.4e-10 * k * max(d, 2) * T_max,
+        check_fit_cost(3.4e-10 * k * max(d, 2) * T_max,
                        f"DPLloyd(n_clusters={k}, {T_max} iterations) on {d} features",
                        "lower n_clusters or n_iter")
         source = resolve_random_state(self.random_state)

@@ -251,7 +251,7 @@ class LSHSplits(PrivateClusterMixin):
         check_n_clusters(k, n)
         bounds = self._fit_bounds(X)
         # measured: ~2e-9 s per record, feature and level (one projection and relabel each)
-        check_fit_cost(n, 2e-9 * (depth + 1) * max(d, 4), f"LSHSplits(max_depth={depth}) on "
+        check_fit_cost(2e-9 * (depth + 1) * max(d, 4), f"LSHSplits(max_depth={depth}) on "
                        f"{d} features", "lower max_depth")
         source = resolve_random_state(self.random_state)
         gen = source.generator

@@ -433,7 +433,7 @@ class DPGaussianMixture(PrivateClusterMixin):
         check_n_clusters(k, X.shape[0], "n_components")
         d = X.shape[1]
         # measured: ~1e-9 s per record x component x feature^2 x iteration
-        check_fit_cost(X.shape[0], 1e-9 * k * max(d, 4) ** 2 * T,
+        check_fit_cost(1e-9 * k * max(d, 4) ** 2 * T,
                        f"DPGaussianMixture(n_components={k}, n_iter={T}) on {d} features",
                        "lower n_components, n_iter or the number of features")
         bounds = self._fit_bounds(X)

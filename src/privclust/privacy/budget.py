@@ -196,6 +196,18 @@ class PrivacyReport:
         return compose(((r.epsilon, r.delta, r.rho) for r in self.releases), 0.0,
                        self.zcdp_delta)
 
+    def guarantee(self) -> Budget:
+        """The guarantee that holds on every pair of neighbouring data sets.
+
+        With the delta rule (``delta=None``) that is the reserved cap, not the delta the rule
+        then chose from a released count: that choice is a per-data-set figure, and what makes
+        the rule sound (a privacy filter over the adaptively chosen delta, Rogers et al. 2016)
+        proves the cap. Otherwise it is the composed spend."""
+        total = self.total()
+        if self.delta_reserved:
+            return Budget(total.epsilon, max(total.delta, self.delta_reserved))
+        return total
+
     def within_plan(self) -> bool:
         """Whether the releases compose to at most the planned budget."""
         return self.total().fits_in(self.planned)
@@ -217,6 +229,7 @@ class PrivacyReport:
             "privacy_unit": "add/remove one record",
             "planned": {"epsilon": self.planned.epsilon, "delta": self.planned.delta},
             "spent": {"epsilon": total.epsilon, "delta": total.delta},
+            "guarantee": {"epsilon": self.guarantee().epsilon, "delta": self.guarantee().delta},
             "private": self.private,
             "random_source": self.random_source,
             "zcdp_delta": self.zcdp_delta,
@@ -236,15 +249,16 @@ class PrivacyReport:
             lines.append("  NOT PRIVATE: some steps publish exact data (marked below); the "
                          "epsilon and delta cover only the noisy releases")
         else:
+            held = self.guarantee()
             lines.append(
-                f"  guarantee: ({_fmt_eps(total.epsilon)}, {_fmt_delta(total.delta)})-"
+                f"  guarantee: ({_fmt_eps(held.epsilon)}, {_fmt_delta(held.delta)})-"
                 "differential privacy: adding or removing any one record changes the "
-                f"probability of any output by at most a factor e^{_fmt_eps(total.epsilon)}"
-                + (f", except with probability {total.delta:.3g}" if total.delta else "")
+                f"probability of any output by at most a factor e^{_fmt_eps(held.epsilon)}"
+                + (f", except with probability {held.delta:.3g}" if held.delta else "")
             )
         if self.delta_reserved:
-            delta_text = (f"delta at most {self.delta_reserved:.3g}; the delta rule then chose "
-                          f"{plan.delta:.3g} from a released count")
+            delta_text = (f"delta at most {self.delta_reserved:.3g} (the cap: the guarantee's "
+                          "delta)")
         else:
             delta_text = f"delta={plan.delta:.3g}"
         lines.append(
@@ -257,8 +271,10 @@ class PrivacyReport:
             how = f"{left:.4g} of epsilon left unspent (see 'unspent' below)"
         else:
             how = "MORE than planned"
+        rule = (f"; delta {total.delta:.3g} is what the delta rule chose from a released count, "
+                "a figure for this data set only" if self.delta_reserved else "")
         lines.append(
-            f"  spent: epsilon={_fmt_eps(total.epsilon)}, delta={total.delta:.3g} ({how})"
+            f"  spent: epsilon={_fmt_eps(total.epsilon)}, delta={total.delta:.3g} ({how}){rule}"
         )
         return lines
 
