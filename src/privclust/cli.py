@@ -68,6 +68,14 @@ _SEED_WARNING = (
     "--seed makes the noise reproducible: anyone who knows the seed can remove it. Use it for "
     "tests and benchmarks, never for a model you publish"
 )
+def _spent_line(report) -> str:
+    """The fit's spend against its plan, and the delta its guarantee holds at (with the delta
+    rule: the reserved cap, not the per-data-set choice)."""
+    spent, held = report.total(), report.guarantee()
+    return (f"privacy spent: epsilon={spent.epsilon:.4g} of {report.planned.epsilon:g}; "
+            f"guarantee: ({held.epsilon:.4g}, {held.delta:.3g})-DP")
+
+
 _SECURE_NOTE = (
     "randomness: secure (ChaCha20 keyed from the operating system); --seed S gives reproducible "
     "runs for testing, which are not secure"
@@ -312,12 +320,8 @@ def _cmd_cluster(args) -> int:
     )
     algo.summary(model, X, names)
     report = model.privacy_report_
-    spent = report.total()
-    print(
-        f"privacy spent: epsilon={spent.epsilon:.4g} of {report.planned.epsilon:g}, "
-        f"delta={spent.delta:.3g} of {report.planned.delta:.3g}"
-        + ("" if report.private else "  ** NOT PRIVATE (faithful variant) **")
-    )
+    print(_spent_line(report)
+          + ("" if report.private else "  ** NOT PRIVATE (faithful variant) **"))
     print()
     print(report)
     if args.seed is None:
@@ -420,11 +424,7 @@ def _cmd_demo(args) -> int:
         "[evaluation against the true labels; not part of the release]"
     )
     report = model.privacy_report_
-    spent = report.total()
-    print(
-        f"privacy spent: epsilon={spent.epsilon:.4g} of {report.planned.epsilon:g}, "
-        f"delta={spent.delta:.3g} of {report.planned.delta:.3g}"
-    )
+    print(_spent_line(report))
     print()
     print(report)
     if args.seed is None:
