@@ -435,7 +435,7 @@ class DPCube(PrivateClusterMixin):
         parts, eps_level, steps, eps_step = self._plan_items(plan, depth, share, n_lloyd, d)
         self._reserve_plan(plan, accountant, "DPCube")
 
-        n_out = self._warn_clipped(X, bounds)
+        self._warn_clipped(X, bounds)  # the data holder's diagnostic, never in the report
         Y = space.project(X)
         cube_engine = LocalEngine(Y, space.box)
         # original and projected coordinates side by side: one engine answers the recovery
@@ -463,8 +463,6 @@ class DPCube(PrivateClusterMixin):
             "them (post-processing)",
             "labels_ are the private centres applied to X (post-processing, not a release)",
         ]
-        if n_out:
-            report.notes.append(f"{n_out} record(s) clipped to the public bounds")
         self.projection_ = space.G
         self.candidates_ = points
         self.candidate_weights_ = weights
@@ -474,7 +472,7 @@ class DPCube(PrivateClusterMixin):
                                  plan, accountant)
 
     @staticmethod
-    def _warn_clipped(X, bounds) -> int:
+    def _warn_clipped(X, bounds) -> None:
         """Warn the data holder (a local diagnostic, never released) about clipped records."""
         out = int(((X < bounds[:, 0]) | (X > bounds[:, 1])).any(axis=1).sum())
         if out:
@@ -482,7 +480,6 @@ class DPCube(PrivateClusterMixin):
                 f"{out} record(s) lie outside the public bounds and were clipped to them "
                 "(clipping is what bounds the sensitivity; widen the bounds if this is "
                 "unexpected)", UserWarning, stacklevel=3)
-        return out
 
     @staticmethod
     def _recover(engine, mech, space, proj_centres, steps, eps_step, step, y_sq):

@@ -1,0 +1,193 @@
+"""Every fit decides from released values only: record on D, replay on each neighbour D'.
+
+See ``tests/_replay.py`` for what is checked. Run for every registry entry, MorseMerging over
+every base, ``bounds="private"``, DPM's ``resolution="auto"`` on a rounded feature and the Dask
+engine; the negative controls at the end plant each fault the harness exists to catch.
+"""
+
+from __future__ import annotations
+
+import warnings
+from contextlib import contextmanager
+
+import numpy as np
+import pytest
+from sklearn.datasets import make_blobs
+
+from _replay import ReplayMismatch, check_neighbour, neighbours
+from privclust import DPM, DPLloyd, MorseMerging, registry
+from privclust.privacy.mechanisms import Mechanisms
+
+BOUNDS = (-3.0, 3.0)
+SEED = 5
+ENTRIES = registry.ENTRIES
+
+
+@pytest.fixture(scope="module")
+def blobs():
+    X, _ = make_blobs(600, 2, centers=[[-1.5, -1.5], [1.5, 1.5], [-1.5, 1.5], [1.5, -1.5]],
+                      cluster_std=0.3, random_state=1)
+    return np.clip(X, *BOUNDS)
+
+
+def _neighbours(X, rounded_feature=None):
+    return neighbours(X, np.tile(BOUNDS, (X.shape[1], 1)), rounded_feature)
+
+
+def _entry_model(name, **overrides):
+    """The entry's example estimator, small enough to fit many times."""
+    entry = ENTRIES[name]
+    values = {dest: entry.example.get(dest) for dest in registry.OPTIONS}
+    if name != "morse":
+        params = dict(epsilon=1.0, delta=None, bounds=BOUNDS, random_state=SEED) | overrides
+        return lambda: entry.build(values, **params)
+    return _morse_over(ENTRIES[values["base"]], values["n_components"], values["n_clusters"])
+
+
+def _morse_over(base_entry, size, n_clusters, **base_params):
+    values = {dest: base_entry.example.get(dest) for dest in registry.OPTIONS}
+
+    def make():
+        base = base_entry.build(values | {"n_clusters": None, "n_components": None},
+                                epsilon=1.0, bounds=BOUNDS, **base_params)
+        if base_entry.morse_base.size_param:
+            base.set_params(**{base_entry.morse_base.size_param: size})
+        return MorseMerging(base, n_clusters, epsilon=1.0, random_state=SEED)
+
+    return make
+
+
+def _check_all(make, X, rounded_feature=None):
+    checked = 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # clipping warnings: the data holder's diagnostics
+        for label, Xn in _neighbours(X, rounded_feature).items():
+            try:
+                checked += check_neighbour(make, X, Xn)
+            except ReplayMismatch as exc:
+                raise ReplayMismatch(f"{label}: {exc}") from None
+    assert checked > 0
+
+
+@pytest.mark.parametrize("name", list(ENTRIES))
+def test_every_registered_estimator_decides_from_releases_only(name, blobs):
+    _check_all(_entry_model(name), blobs)
+
+
+@pytest.mark.parametrize("base", [n for n, e in ENTRIES.items() if e.morse_base is not None])
+def test_morse_merging_over_every_base_decides_from_releases_only(base, blobs):
+    _check_all(_morse_over(ENTRIES[base], 6, 2), blobs)
+
+
+@pytest.mark.parametrize("name", ["dpm", "lloyd", "mixture", "lsh-splits", "dpcube"])
+def test_private_bounds_decide_from_releases_only(name):
+    X, _ = make_blobs(3000, 2, centers=3, cluster_std=0.5, random_state=2)
+    _check_all(_entry_model(name, bounds="private"), X)
+
+
+def test_dpm_resolution_auto_on_a_rounded_feature_decides_from_releases_only(blobs):
+    X = blobs.copy()
+    X[:, 0] = np.round(X[:, 0], 1)  # a feature recorded to 0.1: ties, a found step
+    _check_all(lambda: DPM(epsilon=1.0, bounds=BOUNDS, max_depth=4, random_state=SEED), X,
+               rounded_feature=0)
+
+
+# ---------------------------------------------------------------------- negative controls
+def _lloyd():
+    return DPLloyd(3, epsilon=1.0, n_iter=3, bounds=BOUNDS, random_state=SEED)
+
+
+def test_the_harness_catches_a_branch_on_the_exact_record_count(blobs, monkeypatch):
+    original = DPLloyd.fit
+
+    def planted(self, X, y=None):
+        if np.asarray(X).shape[0] % 2:  # the planted fault: one iteration fewer on odd n
+            self.set_params(n_iter=self.n_iter - 1)
+        return original(self, X, y)
+
+    monkeypatch.setattr(DPLloyd, "fit", planted)
+    assert blobs.shape[0] % 2 == 0
+    with pytest.raises(ReplayMismatch, match="requested|stopped after"):
+        check_neighbour(_lloyd, blobs, np.vstack([blobs, blobs[:1]]))
+
+
+def _planting(name, change):
+    """A plant: ``Mechanisms.<name>`` called with arguments changed by ``change``, as the fit
+    would pass them (installed inside the harness's hooks, so the harness sees them)."""
+    @contextmanager
+    def plant():
+        hooked = getattr(Mechanisms, name)
+
+        def planted(self, *args, **kwargs):
+            args, kwargs = change(args, kwargs)
+            return hooked(self, *args, **kwargs)
+
+        setattr(Mechanisms, name, planted)
+        try:
+            yield
+        finally:
+            setattr(Mechanisms, name, hooked)
+
+    return plant
+
+
+def test_the_harness_catches_a_sensitivity_declared_at_half(blobs):
+    def halve(args, kwargs):  # laplace(values, l1_sensitivity, epsilon, ...)
+        return (args[0], args[1] / 2, *args[2:]), kwargs
+
+    corner = np.vstack([blobs, np.full(2, BOUNDS[1])])
+    with pytest.raises(ReplayMismatch, match="more than its declared sensitivity"):
+        check_neighbour(_lloyd, blobs, corner, plant=_planting("laplace", halve))
+
+
+def test_the_harness_catches_an_unrecorded_release(blobs, monkeypatch):
+    original = DPLloyd.fit
+
+    def planted(self, X, y=None):
+        model = original(self, X, y)
+        noise = np.random.default_rng(0).laplace(size=model.cluster_centers_.shape)
+        model.cluster_centers_ = model.cluster_centers_ + 1e-3 * (np.mean(X, axis=0) + noise)
+        return model
+
+    monkeypatch.setattr(DPLloyd, "fit", planted)
+    with pytest.raises(ReplayMismatch, match="model files differ"):
+        check_neighbour(_lloyd, blobs, blobs[:-1])
+
+
+def test_the_harness_catches_a_data_derived_note(blobs):
+    """A public argument that carries an exact number (here a note) is a leak too."""
+    def noted(args, kwargs):  # count(counts, epsilon, ...)
+        return args, kwargs | {"note": f"{int(np.sum(args[0]))} records"}
+
+    with pytest.raises(ReplayMismatch, match="note="):
+        check_neighbour(_lloyd, blobs, blobs[:-1], plant=_planting("count", noted))
+
+
+# ---------------------------------------------------------------------- the Dask engine
+@pytest.fixture(scope="module")
+def dask_client():
+    pytest.importorskip("dask.array")
+    distributed = pytest.importorskip("distributed")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                                           dashboard_address=None)
+        client = distributed.Client(cluster)
+    yield client
+    client.close()
+    cluster.close()
+
+
+@pytest.mark.parametrize("name", ["dpm", "dbscan", "lloyd", "mixture", "lsh-splits"])
+def test_the_dask_engine_decides_from_releases_only(name, blobs, dask_client):
+    import dask.array as da
+
+    make = _entry_model(name)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for label, Xn in list(_neighbours(blobs).items())[:3]:
+            try:
+                check_neighbour(make, da.from_array(blobs, chunks=250),
+                                da.from_array(Xn, chunks=250))
+            except ReplayMismatch as exc:
+                raise ReplayMismatch(f"{label}: {exc}") from None
