@@ -321,7 +321,8 @@ def test_every_algorithm_round_trip(algo, estimator, k, pure, small, tmp_path, c
     rc = _cluster(path, options, "--out", str(model_path))
     captured = capsys.readouterr()
     assert rc == 0, captured.err
-    assert f"{SMALL_N:,} points x 2 feature(s), epsilon=2" in captured.out
+    assert (f"{SMALL_N:,} points x 2 feature(s) [your data: the exact count is not part of the "
+            "release], epsilon=2") in captured.out
     assert "privacy spent: epsilon=" in captured.out and " of 2; guarantee: (" in captured.out
     assert f"Privacy report for {estimator}" in captured.out
     assert f"wrote model: {model_path}" in captured.out

@@ -349,3 +349,27 @@ def test_sparse_bounds_add_the_threshold_below_and_positive_parts_above():
     llo, lhi = H.neighbourhood_noise_bounds("laplace", 1.0, 0.1, 21, 10**6, 3.0)
     assert llo == pytest.approx(63 + H.gamma_laplace(1.0, 0.1, 21, 10**6))
     assert H.positive_part_sum_sf(lhi, 1.0, 21, "laplace") <= target * (1 + 1e-6)
+
+
+def test_sparse_histogram_refuses_a_low_threshold_from_public_values_only():
+    """Once refused after the binomial draw, whose size depends on the exact number of
+    occupied cells; now the grid, the threshold and epsilon decide, before any draw."""
+    messages = set()
+    for occupied in (0, 1, 1000):
+        keys = np.arange(occupied, dtype=np.int64)
+        with pytest.raises(ValueError, match="raise it") as err:
+            H.sparse_histogram(np.random.default_rng(0), keys, np.ones(occupied, np.int64),
+                               10**12, 1.0, 1)
+        messages.add(str(err.value))
+    assert len(messages) == 1
+
+
+def test_empty_cell_sampling_never_refuses_on_the_occupancy(monkeypatch):
+    """Above the enumeration limit the sampler rejects instead of enumerating (which it
+    refuses there), however full the grid: limits scaled down so the test is small."""
+    monkeypatch.setattr(H, "_MAX_SAMPLED", 1 << 12)
+    monkeypatch.setattr(H, "_ENUMERATE_CELLS", 1 << 8)
+    n_cells = (1 << 12) + 2
+    occupied = np.arange(0, n_cells, 2, dtype=np.int64)  # half the grid
+    chosen = H._sample_empty_cells(np.random.default_rng(0), occupied, n_cells, 5)
+    assert chosen.size == 5 and np.all(chosen % 2 == 1) and np.unique(chosen).size == 5

@@ -315,8 +315,8 @@ def _cmd_cluster(args) -> int:
     else:
         delta = "auto (the delta rule: min(1e-5, 1/n_hat^1.5))"
     print(
-        f"{title} on {args.input}: {n:,} points x {d} feature(s), "
-        f"epsilon={args.epsilon:g}, delta={delta}"
+        f"{title} on {args.input}: {n:,} points x {d} feature(s) [your data: the exact count "
+        f"is not part of the release], epsilon={args.epsilon:g}, delta={delta}"
     )
     algo.summary(model, X, names)
     report = model.privacy_report_

@@ -262,7 +262,9 @@ def _sample_empty_cells(rng, occupied: np.ndarray, n_cells: int, m: int,
     if m > n_empty:
         raise ValueError(f"cannot sample {m} of {n_empty} empty cells")
     if method == "auto":
-        small = n_cells <= max(_ENUMERATE_CELLS, 4 * (occupied.size + m))
+        # never refuse here on the exact occupancy: above _MAX_SAMPLED cells, rejection
+        small = n_cells <= _ENUMERATE_CELLS or (
+            n_cells <= _MAX_SAMPLED and n_cells <= 4 * (occupied.size + m))
         method = "enumerate" if small else "rejection"
     if method == "enumerate":
         if n_cells > _MAX_SAMPLED:
@@ -320,6 +322,13 @@ def sparse_histogram(rng, keys, counts, n_cells: int, epsilon: float, threshold,
     c = _integer_counts(counts).ravel()
     if keys.shape != c.shape:
         raise ValueError(f"keys ({keys.size}) and counts ({c.size}) differ in length")
+    if n_cells * tail_probability(t, eps, noise) > _MAX_SAMPLED / 4:
+        # decided from public values (the grid, the threshold, epsilon), before any draw: a
+        # refusal after the draw would depend on the exact number of occupied cells
+        raise ValueError(
+            f"the threshold {t} would release about {n_cells * tail_probability(t, eps, noise):.3g}"
+            " empty cells; raise it (see sparse_threshold)"
+        )
     order = np.argsort(keys, kind="stable")
     keys, c = keys[order], c[order]
     if keys.size:
@@ -338,10 +347,8 @@ def sparse_histogram(rng, keys, counts, n_cells: int, epsilon: float, threshold,
     n_other = n_cells - keys.size
     p = tail_probability(t, eps, noise)
     m = _mech._draw_binomial(rng, n_other, p) if n_other > 0 else 0
-    if m > _MAX_SAMPLED:
-        raise ValueError(
-            f"the threshold {t} releases {m} empty cells; raise it (see sparse_threshold)"
-        )
+    if m > _MAX_SAMPLED:  # excluded by the public check above: m would be 4x its bound
+        raise RuntimeError(f"the sparse histogram drew {m} empty cells, past its public bound")
     sampled = _sample_empty_cells(rng, keys, n_cells, m, empty_sampling)
     # lines 9-11: values from the tail above the threshold (exact; discrete for geometric)
     expo = np.abs(_mech._draw_laplace(rng, 1.0 / eps, m))  # Exp(eps)
