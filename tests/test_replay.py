@@ -15,7 +15,7 @@ import pytest
 from sklearn.datasets import make_blobs
 
 from _replay import ReplayMismatch, check_neighbour, neighbours
-from privclust import DPM, DPLloyd, MorseMerging, registry
+from privclust import DPDBSCAN, DPM, DPLloyd, LSHSplits, MorseMerging, registry
 from privclust.privacy.mechanisms import Mechanisms
 
 BOUNDS = (-3.0, 3.0)
@@ -90,6 +90,18 @@ def test_dpm_resolution_auto_on_a_rounded_feature_decides_from_releases_only(blo
     X[:, 0] = np.round(X[:, 0], 1)  # a feature recorded to 0.1: ties, a found step
     _check_all(lambda: DPM(epsilon=1.0, bounds=BOUNDS, max_depth=4, random_state=SEED), X,
                rounded_feature=0)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: DPDBSCAN(1.0, eps=0.3, min_samples=10, histogram="sparse", bounds=BOUNDS,
+                     random_state=SEED),
+    lambda: DPM(epsilon=1.0, bounds=BOUNDS, max_depth=4, adaptive_intervals=True,
+                random_state=SEED),
+    lambda: LSHSplits(4, epsilon=1.0, delta=0.0, max_depth=8, bounds=BOUNDS,
+                      random_state=SEED),
+], ids=["dbscan-sparse", "dpm-adaptive", "lsh-splits-pure"])
+def test_other_modes_decide_from_releases_only(make, blobs):
+    _check_all(make, blobs)
 
 
 # ---------------------------------------------------------------------- negative controls
