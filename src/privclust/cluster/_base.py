@@ -536,7 +536,9 @@ def _bounds_random_state(random_state):
     own (never the fit's first draws again)."""
     if random_state is None or isinstance(random_state, np.random.Generator):
         return random_state
-    if isinstance(random_state, numbers.Integral):
+    if isinstance(random_state, numbers.Integral) and not isinstance(random_state, bool):
+        if random_state < 0:  # the message the fit itself gives, before any draw
+            raise ValueError(f"random_state must be a non-negative int, got {random_state}")
         return np.random.default_rng([int(random_state), 0x626F756E64])
     return random_state
 

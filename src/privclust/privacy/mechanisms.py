@@ -309,7 +309,8 @@ def _quantile_block_weights(
     edges = np.concatenate(parts)
     if log_scale:
         edges = np.log(edges)
-    widths = np.diff(edges)
+    # a float32 value clipped to lo can round just below it: such an interval has no width
+    widths = np.maximum(np.diff(edges), 0.0)
     if log_space:
         dist = np.abs(np.arange(start, stop, dtype=float) - target)
         with np.errstate(divide="ignore"):

@@ -1,0 +1,46 @@
+"""One regression test per reproducer that an outside fuzz of the API found."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+from privclust import (
+    DPM,
+    EMMC,
+    DPGaussianMixture,
+    DPLloyd,
+    HSTKMeans,
+    KMeansGuarantee,
+    SubClustering,
+)
+
+PRIVATE_BOUNDS_ESTIMATORS = [
+    lambda rs: DPLloyd(3, bounds="private", random_state=rs),
+    lambda rs: DPGaussianMixture(3, bounds="private", random_state=rs),
+    lambda rs: DPM(bounds="private", random_state=rs),
+    lambda rs: SubClustering(3, bounds="private", random_state=rs),
+    lambda rs: HSTKMeans(3, bounds="private", random_state=rs),
+    lambda rs: EMMC(3, bounds="private", random_state=rs),
+    lambda rs: KMeansGuarantee(3, bounds="private", random_state=rs),
+]
+
+
+@pytest.mark.parametrize("make", PRIVATE_BOUNDS_ESTIMATORS)
+def test_a_negative_seed_with_private_bounds_gets_the_fits_own_message(make):
+    """Once numpy's "expected non-negative integer" from the bounds' own stream."""
+    X = np.random.default_rng(0).normal(size=(500, 2))
+    with pytest.raises(ValueError, match="random_state must be a non-negative int, got -1"):
+        make(-1).fit(X)
+
+
+def test_the_quantile_of_values_at_its_floor_warns_nothing():
+    """Once "invalid value encountered in log": float32 values clipped to the floor rounded
+    just below it and made an interval of negative width."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model = DPM(1000.0, bounds=(-1, 1), resolution=None, random_state=0).fit(
+            np.zeros((1000, 1)))
+    assert model.n_clusters_ >= 1
