@@ -44,3 +44,19 @@ def test_the_quantile_of_values_at_its_floor_warns_nothing():
         model = DPM(1000.0, bounds=(-1, 1), resolution=None, random_state=0).fit(
             np.zeros((1000, 1)))
     assert model.n_clusters_ >= 1
+
+
+@pytest.mark.parametrize(("key", "value"), [("n_iter", "inf"), ("cluster_sizes", "big")])
+def test_a_tampered_integer_field_is_a_model_format_error(key, value, tmp_path):
+    """Once OverflowError (and a traceback from ``privclust predict``)."""
+    import json
+
+    from privclust import io
+    from privclust.io import ModelFormatError
+
+    X = np.random.default_rng(0).uniform(-3, 3, size=(500, 2))
+    d = io.model_to_dict(DPLloyd(3, bounds=(-3, 3), random_state=0).fit(X))
+    d["model"][key] = (float("inf") if value == "inf"
+                       else [10**30] * len(d["model"]["cluster_sizes"]))
+    with pytest.raises(ModelFormatError, match="Infinity or a value too large"):
+        io.model_from_dict(json.loads(json.dumps(d)))

@@ -237,7 +237,7 @@ def privacy_report_from_dict(d: dict) -> PrivacyReport:
             kwargs = {k: v for k, v in r.items() if k in names}
             report.add(_checked_release(Release(**kwargs)))
         total = report.total()
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
         raise ModelFormatError(f"the privacy report is malformed: {_describe(exc)}") from None
     if "private" in d and bool(d["private"]) != report.private:
         raise ModelFormatError(
@@ -273,6 +273,8 @@ def _checked_release(r: Release) -> Release:
 def _describe(exc: BaseException) -> str:
     if isinstance(exc, KeyError):
         return f"missing key {exc.args[0]!r}"
+    if isinstance(exc, OverflowError):
+        return "a whole-number field holds Infinity or a value too large to be a count"
     return str(exc)
 
 
@@ -331,7 +333,7 @@ def model_from_dict(d: dict, *, source: str = "the model") -> Any:
     try:
         codec.load(est, section)
         _load_private_bounds(est, section)
-    except (KeyError, TypeError, ValueError, IndexError) as exc:
+    except (KeyError, TypeError, ValueError, IndexError, OverflowError) as exc:
         raise ModelFormatError(
             f'{source}: the "model" section is malformed: {_describe(exc)}'
         ) from None
