@@ -60,3 +60,55 @@ def test_a_tampered_integer_field_is_a_model_format_error(key, value, tmp_path):
                        else [10**30] * len(d["model"]["cluster_sizes"]))
     with pytest.raises(ModelFormatError, match="Infinity or a value too large"):
         io.model_from_dict(json.loads(json.dumps(d)))
+
+
+@pytest.fixture(scope="module")
+def morse_file():
+    import json
+
+    from privclust import MorseMerging, io
+
+    X = np.random.default_rng(0).uniform(-1, 1, size=(2000, 2))
+    model = MorseMerging(DPGaussianMixture(6, bounds=(-1, 1), n_iter=3), 2, epsilon=1.0,
+                         random_state=0).fit(X)
+    return json.loads(json.dumps(io.model_to_dict(model)))
+
+
+@pytest.mark.parametrize(("key", "tamper", "match"), [
+    ("component_labels", lambda v: [7] * len(v), "component_labels must lie in"),
+    ("means", lambda v: [[-1e300, 0.0], *v[1:]], "means lie outside the model's bounds"),
+    ("n_clusters", lambda v: 0, "n_clusters must be >= 1"),
+])
+def test_a_tampered_morse_file_is_refused(morse_file, key, tamper, match):
+    """Once loaded: predict then returned label 7 of 3, or used a mean of -1e300."""
+    import copy
+
+    from privclust import io
+    from privclust.io import ModelFormatError
+
+    d = copy.deepcopy(morse_file)
+    io.model_from_dict(copy.deepcopy(d))  # the untouched file loads
+    d["model"][key] = tamper(d["model"][key])
+    with pytest.raises(ModelFormatError, match=match):
+        io.model_from_dict(d)
+
+
+@pytest.mark.parametrize(("field", "value", "match"), [
+    ("mechanism", [[1.0]], "mechanism must be text"),
+    ("n_released", -3, "n_released=-3"),
+    ("sensitivity", "big", "sensitivity="),
+    ("private", "yes", "private="),
+])
+def test_a_wrongly_typed_report_field_is_refused(field, value, match):
+    """Once loaded: ``mechanism = [[1.0]]`` then made ``str(report)`` raise."""
+    import json
+
+    from privclust import io
+    from privclust.io import ModelFormatError
+
+    X = np.random.default_rng(0).uniform(-3, 3, size=(500, 2))
+    d = json.loads(json.dumps(io.model_to_dict(DPLloyd(3, bounds=(-3, 3),
+                                                       random_state=0).fit(X))))
+    d["privacy_report"]["releases"][0][field] = value
+    with pytest.raises(ModelFormatError, match=match):
+        io.model_from_dict(d)

@@ -254,6 +254,21 @@ def privacy_report_from_dict(d: dict) -> PrivacyReport:
 
 
 def _checked_release(r: Release) -> Release:
+    for name in ("mechanism", "target", "note", "item"):
+        if not isinstance(getattr(r, name), str):
+            raise ValueError(f"a release's {name} must be text, got {getattr(r, name)!r:.60}")
+    if not isinstance(r.private, bool):
+        raise ValueError(f"release {r.target!r:.60} has private={r.private!r:.30}; it must be "
+                         "true or false")
+    if isinstance(r.n_released, bool) or not isinstance(r.n_released, int) or r.n_released < 0:
+        raise ValueError(f"release {r.target!r:.60} has n_released={r.n_released!r:.30}; it must "
+                         "be a whole number >= 0")
+    for name in ("sensitivity", "scale"):
+        v = getattr(r, name)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))
+                              or not (math.isfinite(v) and v >= 0)):
+            raise ValueError(f"release {r.target!r:.60} has {name}={v!r:.30}; it must be a "
+                             "number >= 0")
     for name in ("epsilon", "delta", "rho"):
         v = getattr(r, name)
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not (

@@ -316,7 +316,19 @@ def _morse_load(est, m: dict) -> None:
             f"base_assignment must be 'likelihood' or 'nearest', got {est.base_assignment_!r}"
         )
     est.n_clusters_ = int(m["n_clusters"])
+    if est.n_clusters_ < 1:
+        raise ValueError(f"n_clusters must be >= 1, got {est.n_clusters_}")
     est.component_labels_ = _array(m, "component_labels", np.int64, (k0,))
+    if k0 and not (0 <= est.component_labels_.min() <= est.component_labels_.max()
+                   < est.n_clusters_):
+        raise ValueError(f"component_labels must lie in [0, {est.n_clusters_}) (one cluster "
+                         "label per component)")
+    if not (np.isfinite(est.means_).all() and np.isfinite(est.covariances_).all()
+            and np.isfinite(est.weights_).all()):
+        raise ValueError("weights, means and covariances must be finite numbers")
+    if est.bounds_ is not None and k0 and (
+            (est.means_ < est.bounds_[:, 0]).any() or (est.means_ > est.bounds_[:, 1]).any()):
+        raise ValueError("means lie outside the model's bounds; the file was edited")
     est.sevs_ = _array(m, "sevs", float, (-1, d))
     est.sev_labels_ = _array(m, "sev_cluster", np.int64, (-1,))
     if est.sev_labels_.size != est.sevs_.shape[0]:
