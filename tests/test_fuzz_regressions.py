@@ -112,3 +112,18 @@ def test_a_wrongly_typed_report_field_is_refused(field, value, match):
     d["privacy_report"]["releases"][0][field] = value
     with pytest.raises(ModelFormatError, match=match):
         io.model_from_dict(d)
+
+
+@pytest.mark.parametrize("make", [lambda: DPLloyd(2, bounds=(-10, 10), random_state=0),
+                                  lambda: DPGaussianMixture(2, bounds=(-10, 10), random_state=0)])
+def test_values_near_the_float_limit_are_labelled_as_the_fit_saw_them(make):
+    """Once "overflow encountered in matmul / multiply", and a label for (-1e308, 1e308) that
+    was not the label of its clipped point (-10, 10)."""
+    X = np.array([[1e308, 0.0], [-1e308, 1.0], [0.5, 0.5]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        warnings.filterwarnings("ignore", message=".*clipped to them")
+        model = make().fit(X)
+        far = model.predict(np.array([[-1e308, 1e308], [1e308, 0.0]]))
+    assert far.tolist() == model.predict(np.array([[-10.0, 10.0], [10.0, 0.0]])).tolist()
+    assert model.labels_[0] == far[1]

@@ -339,6 +339,22 @@ def check_fit_cost(seconds_per_record: float, what: str, advice: str,
         )
 
 
+def clip_to_fitted_bounds(est, X):
+    """``X`` clipped to the bounds the fit used (``bounds_``), so that labels and predictions
+    treat a point exactly as the fit treated a record (and values near the float limit cannot
+    overflow a distance). Dask input and models without bounds are returned as they are."""
+    bounds = getattr(est, "bounds_", None)
+    if bounds is None or is_dask_input(X):
+        return X
+    bounds = np.asarray(bounds, dtype=float)
+    if bounds.shape != (X.shape[1], 2):
+        return X
+    lo, hi = bounds[:, 0].astype(X.dtype), bounds[:, 1].astype(X.dtype)
+    if ((X < lo) | (X > hi)).any():
+        return np.clip(X, lo, hi)
+    return X
+
+
 def nearest_centre(X: np.ndarray, centres: np.ndarray) -> np.ndarray:
     """Index of the nearest centre for every row (chunked: no (n, k) matrix for large n; dask
     input: chunk by chunk on the cluster)."""
@@ -487,7 +503,7 @@ class PrivateClusterMixin(ClusterMixin, BaseEstimator):
             )
         if self.cluster_centers_.shape[0] == 0:
             return np.full(arr.shape[0], -1, dtype=np.int64)
-        return nearest_centre(arr, self.cluster_centers_)
+        return nearest_centre(clip_to_fitted_bounds(self, arr), self.cluster_centers_)
 
     def fit_predict(self, X, y=None, **kwargs):
         return self.fit(X, **kwargs).labels_

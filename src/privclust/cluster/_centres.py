@@ -181,8 +181,8 @@ def _nearest_labels(X, centres) -> np.ndarray:
 def final_cost_and_labels(X, bounds, centres):
     """Labels of X (nearest centre: post-processing of the model) and the exact k-means cost of
     the clipped records at ``centres`` (the data holder's diagnostic), from one assignment."""
-    labels = _nearest_labels(X, centres)
     Xc = np.clip(X, bounds[:, 0], bounds[:, 1])
+    labels = _nearest_labels(Xc, centres)  # as predict: the point as the fit saw it (clipped)
     return labels, float(((Xc - centres[labels]) ** 2).sum())
 
 

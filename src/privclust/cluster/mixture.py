@@ -30,6 +30,7 @@ from ._base import (
     check_epsilon,
     check_fit_cost,
     check_n_clusters,
+    clip_to_fitted_bounds,
     is_dask_input,
 )
 from ._centres import public_init
@@ -575,21 +576,28 @@ class DPGaussianMixture(PrivateClusterMixin):
     # ------------------------------------------------------------------ predict
     def predict_log_terms(self, X):
         """``log(pi_k N(x; mu_k, Sigma_k))`` per row and component (post-processing)."""
+        return self._log_terms(X, clip=False)
+
+    def _log_terms(self, X, clip: bool):
         self._check_fitted()
         arr = self._check_X(X, reset=False)
         if arr.shape[1] != self.means_.shape[1]:
             raise ValueError(
                 f"X has {arr.shape[1]} features; the model was fitted on {self.means_.shape[1]}"
             )
+        if clip:  # assignments treat a point as the fit treated a record: clipped
+            arr = clip_to_fitted_bounds(self, arr)
         return mixture_log_terms(arr, self.weights_, self.means_, self.covariances_)
 
     def predict(self, X):
-        """Most likely component of every row (the hard-EM assignment; post-processing)."""
-        return np.argmax(self.predict_log_terms(X), axis=1)
+        """Most likely component of every row (the hard-EM assignment, on the row clipped to
+        the model's bounds as in the fit; post-processing)."""
+        return np.argmax(self._log_terms(X, clip=True), axis=1)
 
     def predict_proba(self, X):
-        """Posterior probability of every component per row (post-processing)."""
-        lt = self.predict_log_terms(X)
+        """Posterior probability of every component per row (clipped as in ``predict``;
+        post-processing)."""
+        lt = self._log_terms(X, clip=True)
         return np.exp(lt - logsumexp(lt, axis=1, keepdims=True))
 
     def score_samples(self, X):
