@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["flat_cell_keys", "group_column_sums", "nearest_centres", "rows_outside"]
+__all__ = ["flat_cell_keys", "group_column_sums", "nearest_centres", "rows_outside",
+           "single_threaded_blas"]
 
 _BLOCK_ELEMENTS = 1 << 16  # (rows, centres) distances per block: fits in cache
 _controller = None
 
 
-def _single_threaded_blas():
+def single_threaded_blas():
     """A context in which BLAS runs on one thread (process-wide while it lasts).
 
     The distance blocks are skinny products (rows x d times d x k) for which a threaded BLAS
@@ -49,7 +50,7 @@ def nearest_centres(X, centres, *, return_sq_distance: bool = False, chunk_rows=
     idx = np.empty(n, dtype=np.int64)
     dist = np.empty(n) if return_sq_distance else None
 
-    with _single_threaded_blas():
+    with single_threaded_blas():
         for start in range(0, n, rows):
             stop = min(start + rows, n)
             Xs = np.asarray(X[start:stop], dtype=float) - shift

@@ -15,6 +15,7 @@ import numpy as np
 from dask import delayed
 
 from .._geometry import flat_cell_keys
+from ._exact import ExactSums
 from .base import AssignmentStats
 from .local import LocalGrouping, records_outside
 
@@ -25,11 +26,16 @@ _FAN_IN = 8
 
 
 def add(*parts):
-    """Sum aggregates in the order given (arrays, or tuples of arrays / None)."""
+    """Sum aggregates in the order given (arrays, exact totals, or tuples of them / None)."""
     first = parts[0]
     if isinstance(first, tuple):
         return tuple(None if f is None else add(*[p[i] for p in parts])
                      for i, f in enumerate(first))
+    if isinstance(first, ExactSums):  # integer limbs: exact in any order
+        out = first
+        for p in parts[1:]:
+            out = out + p
+        return out
     out = np.array(first, copy=True)
     for p in parts[1:]:
         out += p
@@ -54,7 +60,7 @@ def on_block(proto, method, x, g, n_groups, args, kwargs):
         return (out.counts, out.sums, out.moments, out.sq_norms)
     if isinstance(out, LocalGrouping):
         return out.group
-    if isinstance(out, tuple):  # cell_counts: (cells, counts)
+    if isinstance(out, (tuple, ExactSums)):  # cell_counts: (cells, counts); exact sums
         return out
     return np.asarray(out, dtype=np.int64) if out.dtype.kind in "iu" else out
 

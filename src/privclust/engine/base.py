@@ -14,6 +14,14 @@ no group for every aggregate, and every later regrouping keeps them at ``p`` unt
 and assigns every leaf's records in one pass at the end).
 
 Engines return exact values and import nothing from ``privclust.privacy`` or algorithms.
+
+Exact sums: every sum an engine returns (:meth:`Engine.centred_sums`, the sums, moments and
+squared norms of :meth:`Engine.assignment_stats`) adds the clipped values rounded to a public
+fixed-point grid as integers, exactly, and converts the total to float64 once
+(:mod:`privclust.engine._exact`). So it does not depend on the order of the records, the
+chunking or the engine, and one record changes it by exactly its rounded contribution, which
+keeps within the bound that clipping gives (the sensitivity needs no allowance for float64
+summation error).
 """
 
 from __future__ import annotations
@@ -47,7 +55,9 @@ class MostLikelyComponent:
 class AssignmentStats:
     """Exact per-group statistics of an assignment: ``counts`` (k,) int64, ``sums`` (k, d),
     and when asked ``moments`` (k, d, d), the sum of ``x x^T``, and ``sq_norms`` (k,), the sum
-    of ``||x||^2``."""
+    of ``||x||^2``. Sums are of the records rounded to the public grid (each value to the
+    nearest grid point, clamped into the bounds), exact, then rounded to float64 once (see the
+    module docstring)."""
 
     counts: np.ndarray
     sums: np.ndarray
@@ -122,7 +132,12 @@ class Engine(ABC):
 
     @abstractmethod
     def centred_sums(self, grouping, centres) -> np.ndarray:
-        """Per group, the sum of ``x - centres[group]``; (n_groups, d) float64."""
+        """Per group, the sum of ``x - centres[group]``; (n_groups, d) float64.
+
+        Exact on a public grid: each coordinate of ``x - c`` is moved toward zero to a
+        multiple of a power-of-two step (about ``2**-31`` of the largest ``|x - c|`` the bounds
+        allow), so no coordinate grows, and every bound on a record's distance from its
+        centre bounds its rounded contribution; the integer total is converted once."""
 
     @abstractmethod
     def group_neighbour_gaps(self, grouping) -> tuple[np.ndarray, np.ndarray]:

@@ -9,11 +9,10 @@ random numbers or touches a fit's generator, so a retried task cannot draw noise
 drawn by :mod:`privclust.privacy` on the client, from the merged values).
 
 Exactness: counts, histograms, cell counts, group labels and neighbour gaps equal the NumPy
-engine's bit for bit, whatever the chunking. Float sums (``centred_sums`` and the sums and
-moments of ``assignment_stats``) are summed in float64 per chunk (in row order) and the chunk
-sums are added in a fixed tree; like every float64 sum they differ from the exact sum by at most
-``(n - 1) * 2**-53 * sum(|x_i|)`` whatever the chunking (in practice a few units in the last
-place of ``sum(|x_i|)``), so two chunkings agree to that bound.
+engine's bit for bit, whatever the chunking. So do the sums (``centred_sums`` and the sums,
+moments and squared norms of ``assignment_stats``): every chunk returns its exact integer
+totals on the public grid (:mod:`privclust.engine._exact`, the NumPy engine's own code), the
+tree adds them exactly, and the client converts the total to float64 once.
 
 Neighbour gaps need each feature sorted across chunks: a bucket sort on splitters from the
 public bounds (equal-width buckets; a first pass counts the buckets so that consecutive buckets
@@ -35,7 +34,8 @@ import numpy as np
 from dask import delayed
 
 from . import _dask_tasks as tasks
-from .base import AssignmentStats, Engine, Grouping, NearestCentre
+from ._exact import float_stats
+from .base import Engine, Grouping, NearestCentre
 from .local import LocalEngine, cell_index_box, cells_of_keys
 
 __all__ = ["DaskData", "DaskEngine", "DaskGrouping", "as_dask_data", "unit_box_engine"]
@@ -419,8 +419,10 @@ class DaskEngine(Engine):
         return self._bins_cache[0], self._bins_cache[1]
 
     def centred_sums(self, grouping, centres) -> np.ndarray:
-        """See :meth:`privclust.engine.base.Engine.centred_sums`."""
-        return self._agg("centred_sums", grouping, np.asarray(centres, dtype=float))
+        """See :meth:`privclust.engine.base.Engine.centred_sums` (the chunks' exact totals
+        added, then converted once: equal to the NumPy engine's bit for bit)."""
+        return self._agg("exact_centred_sums", grouping,
+                         np.asarray(centres, dtype=float)).to_float()
 
     def lattice_misses(self, feature, steps):
         """See :meth:`privclust.engine.base.Engine.lattice_misses`."""
@@ -430,10 +432,9 @@ class DaskEngine(Engine):
         """See :meth:`privclust.engine.base.Engine.assignment_stats`."""
         if isinstance(assignment, NearestCentre):  # the chunks need no cache of their own
             assignment = NearestCentre(np.asarray(assignment.centres, dtype=float))
-        counts, sums, moments, sq = self._agg("assignment_stats", None, assignment,
-                                              second_moments=second_moments,
-                                              squared_norms=squared_norms)
-        return AssignmentStats(counts, sums, moments, sq)
+        return float_stats(*self._agg("exact_assignment_stats", None, assignment,
+                                      second_moments=second_moments,
+                                      squared_norms=squared_norms))
 
     def zone_cell_counts(self, centres, zone_centres, zone_radii, cell_centres) -> np.ndarray:
         """See :meth:`privclust.engine.base.Engine.zone_cell_counts`."""

@@ -8,13 +8,28 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._geometry import flat_cell_keys, group_column_sums, nearest_centres, rows_outside
+from .._geometry import flat_cell_keys, nearest_centres, rows_outside
 from .._parallel import each_chunk as _each_chunk
+from ._exact import (
+    MAX_CHUNK_VALUES,
+    BoxGrid,
+    ExactSums,
+    as_scratch,
+    centred_exponents,
+    centred_units,
+    check_width,
+    float_stats,
+    group_sums,
+    moment_parts,
+    row_group_sums,
+    sq_norm_parts,
+)
 from .base import AssignmentStats, Engine, Grouping, MostLikelyComponent, NearestCentre
 
 __all__ = ["LocalEngine", "LocalGrouping"]
 
 _CHUNK_ELEMENTS = 1 << 18  # (row, dimension) cells per chunk: small temporaries, still fast
+assert _CHUNK_ELEMENTS <= MAX_CHUNK_VALUES  # chunk sums of grid units stay exact in float64
 
 
 class LocalGrouping(Grouping):
@@ -56,6 +71,7 @@ class LocalEngine(Engine):
             else np.array(X, dtype=dtype, copy=X.dtype != dtype)
         )
         self._bins_cache: tuple | None = None
+        self._grid: BoxGrid | None = None  # the exact-sum grid (public: from the bounds)
         # (centres, labels) of the last nearest-centre assignment: iterative k-means queries ask
         # several questions of the same centres in one iteration, and the assignment is the
         # expensive part (n x k distances)
@@ -191,19 +207,28 @@ class LocalEngine(Engine):
 
     def centred_sums(self, grouping, centres) -> np.ndarray:
         """See :meth:`privclust.engine.base.Engine.centred_sums`."""
+        return self.exact_centred_sums(grouping, centres).to_float()
+
+    def exact_centred_sums(self, grouping, centres) -> ExactSums:
+        """:meth:`centred_sums` as exact integer totals (:mod:`privclust.engine._exact`)."""
         centres = np.asarray(centres, dtype=float)
         n_groups = grouping.n_groups
         d = self.X.shape[1]
-        out = np.zeros((n_groups, d))
+        check_width(d)
+        exp = centred_exponents(self.bounds, centres)
+        inv_step = np.ldexp(1.0, -exp)
+        out = ExactSums.zeros((n_groups, d), exp)
         g = grouping.group
         for sl in self._chunks():
             gs = g[sl]
             keep = gs >= 0
-            if not keep.any():
-                continue
-            gk = gs[keep]
-            diff = self.X[sl][keep].astype(float) - centres[gk]
-            out += group_column_sums(gk, diff, n_groups)  # a fixed summation order per group
+            x = self.X[sl]
+            if not keep.all():
+                if not keep.any():
+                    continue
+                gs, x = gs[keep], x[keep]
+            gs = as_scratch("labels", gs, np.intp)
+            out.add(row_group_sums(gs, centred_units(x, centres, gs, inv_step), n_groups))
         return out
 
     def group_neighbour_gaps(self, grouping):
@@ -280,6 +305,13 @@ class LocalEngine(Engine):
 
     def assignment_stats(self, assignment, *, second_moments=False, squared_norms=False):
         """See :meth:`privclust.engine.base.Engine.assignment_stats`."""
+        st = self.exact_assignment_stats(assignment, second_moments=second_moments,
+                                         squared_norms=squared_norms)
+        return float_stats(st.counts, st.sums, st.moments, st.sq_norms)
+
+    def exact_assignment_stats(self, assignment, *, second_moments=False, squared_norms=False):
+        """:meth:`assignment_stats` with exact integer totals (:class:`ExactSums`) for the
+        sums, moments and squared norms (:mod:`privclust.engine._exact`)."""
         if isinstance(assignment, NearestCentre):
             centres = np.asarray(assignment.centres, dtype=float)
             labels = self._labels(centres)  # cached: Lloyd asks twice for the same centres
@@ -293,23 +325,26 @@ class LocalEngine(Engine):
         else:
             raise TypeError(f"unknown assignment {type(assignment).__name__}")
         d = self.n_features
-        st = AssignmentStats(np.zeros(k, dtype=np.int64), np.zeros((k, d)),
-                             np.zeros((k, d, d)) if second_moments else None,
-                             np.zeros(k) if squared_norms else None)
+        check_width(d)
+        grid = self._grid
+        if grid is None or grid.dtype != self.X.dtype:
+            grid = self._grid = BoxGrid(self.bounds, self.X.dtype)
+        classes = grid.square_classes()
+        st = AssignmentStats(
+            np.zeros(k, dtype=np.int64), ExactSums.zeros((k, d), grid.exp),
+            ExactSums.zeros((k, d, d), grid.exp[:, None] + grid.exp) if second_moments else None,
+            ExactSums.zeros((len(classes), k), 2 * np.array([grid.exp[c[0]] for c in classes])[
+                :, None]) if squared_norms else None)
         for sl in self._chunks():
-            x = self.X[sl].astype(float, copy=False)
-            lab = chunk_labels(sl, x)
+            x = self.X[sl]
+            lab = as_scratch("labels", chunk_labels(sl, x), np.intp)
+            u = grid.units(x)
             st.counts += np.bincount(lab, minlength=k)
-            st.sums += group_column_sums(lab, x, k)
+            st.sums.add(group_sums(lab, u, k))
             if squared_norms:
-                st.sq_norms += np.bincount(lab, weights=np.einsum("ij,ij->i", x, x), minlength=k)
+                st.sq_norms.add_parts(sq_norm_parts(lab, u, k, classes))
             if second_moments:
-                order = np.argsort(lab, kind="stable")
-                edges = np.searchsorted(lab[order], np.arange(k + 1))
-                xs = x[order]
-                for c in range(k):  # a loop over groups, vectorised over records
-                    part = xs[edges[c] : edges[c + 1]]
-                    st.moments[c] += part.T @ part
+                st.moments.add_parts(moment_parts(lab, u, k))
         return st
 
     # k-means family ------------------------------------------------------------------
