@@ -127,3 +127,11 @@ def test_values_near_the_float_limit_are_labelled_as_the_fit_saw_them(make):
         far = model.predict(np.array([[-1e308, 1e308], [1e308, 0.0]]))
     assert far.tolist() == model.predict(np.array([[-10.0, 10.0], [10.0, 0.0]])).tolist()
     assert model.labels_[0] == far[1]
+
+
+def test_the_smallest_epsilon_with_private_bounds_is_explained_in_the_users_terms():
+    """Once "epsilon=1e-07 is outside the range": a share the user never passed."""
+    X = np.random.default_rng(0).normal(size=(500, 2))
+    with pytest.raises(ValueError, match=r"bounds='private' spends 0.1 of epsilon") as err:
+        DPM(epsilon=1e-6, bounds="private").fit(X)
+    assert "1e-07" not in str(err.value) and "epsilon >= 1e-05" in str(err.value)

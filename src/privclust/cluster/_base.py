@@ -397,6 +397,13 @@ class PrivateClusterMixin(ClusterMixin, BaseEstimator):
         private = is_private_bounds(getattr(self, "bounds", None))
         # bounds="private": PRIVATE_BOUNDS_SHARE of epsilon estimates the bounds first
         self._bounds_epsilon = PRIVATE_BOUNDS_SHARE * epsilon if private else None
+        if private and self._bounds_epsilon < MIN_EPSILON:
+            raise ValueError(
+                f"bounds='private' spends {PRIVATE_BOUNDS_SHARE:g} of epsilon on the bounds, "
+                f"and at epsilon={epsilon:g} that is below the smallest epsilon privclust "
+                f"supports ({MIN_EPSILON:g}); use epsilon >= {MIN_EPSILON / PRIVATE_BOUNDS_SHARE:g}"
+                " or give public bounds"
+            )
         plan = PrivacyPlan(name, epsilon - (self._bounds_epsilon or 0.0), delta)
         accountant = self._accountant()
         accountant.check(plan.reserved() + Budget(self._bounds_epsilon or 0.0, 0.0), name)
