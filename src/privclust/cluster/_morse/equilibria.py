@@ -215,15 +215,21 @@ def _components(n, edges):
 def _string_search(field, A, B, m, n_iter, string_time):
     """Alg. 3 l. 6-12 for the pairs ``(A[p], B[p])``, all at once: the point of largest f on
     the segment, relaxed, then ``n_iter`` quadratic strings bent through the last point.
-    Returns the points and the largest f on each straight segment."""
+    Returns the points and the largest f on each straight segment.
+
+    A pair whose ends coincide (two components with equal means) has no segment: its barrier
+    is f at the common point, and it yields no point (there is no direction to relax across,
+    and no string to bend), so the points are those of the other pairs only."""
     d = field.d
-    P = A.shape[0]
     s = np.arange(1, m + 1) / (m + 1.0)
     u = B - A
     pts = A[:, None, :] + s[None, :, None] * u[:, None, :]
-    fv = field.f(pts.reshape(-1, d)).reshape(P, m)
-    best = np.argmax(fv, axis=1)
+    fv = field.f(pts.reshape(-1, d)).reshape(A.shape[0], m)
     barrier = fv.max(axis=1)
+    apart = np.linalg.norm(u, axis=1) > 0
+    A, u, pts, fv = A[apart], u[apart], pts[apart], fv[apart]
+    P = A.shape[0]
+    best = np.argmax(fv, axis=1)
     x = pts[np.arange(P), best]
     tau = u / np.maximum(np.linalg.norm(u, axis=1, keepdims=True), 1e-300)
     x = _relax_on_hyperplanes(field, x, tau, string_time)

@@ -48,6 +48,9 @@ from ..mixture import (
 )
 from .base import (
     _base_bounds,
+    _centre_count,
+    _centre_param,
+    _check_pooling_cost,
     _is_fitted,
     _is_mixture,
     _refund_if_unspent,
@@ -147,7 +150,9 @@ class MorseMerging(ClusterMixin, BaseEstimator):
       covariance pass by :func:`pool_centres` (Ward on the public centres weighted by the
       released noisy sizes; post-processing), which bounds the Morse step's time (about
       ``K0^3`` field evaluations: 45-60 s at K0 ~ 80 against ~1 s at 20). ``pooled_from_`` maps
-      every base centre to its pooled component.
+      every base centre to its pooled component. The pooling grows like ``K0^2 d``; a base
+      whose centres would take it over about 10 s (thousands of centres in tens of
+      dimensions) is refused, before it spends where its count is known up front.
     * Prediction (``predict_method='base'``, the default): the base model's own assignment (the
       most likely component for a mixture, the nearest centre for a centre model), then that
       component's cluster, so that Morse merging is exactly a merge of the base's partition.
@@ -315,7 +320,7 @@ class MorseMerging(ClusterMixin, BaseEstimator):
         base = self.base_estimator
         fitted = _is_fitted(base)
         mixture = _is_mixture(base)
-        self._check_morse_cost(base, fitted, mixture)
+        self._check_morse_cost(base, fitted, mixture, X)
         if not fitted or not mixture:
             if X is None:
                 raise ValueError(
@@ -360,12 +365,7 @@ class MorseMerging(ClusterMixin, BaseEstimator):
             if bounds is None:
                 raise ValueError("the covariance pass needs the base model's public bounds")
             X = check_data(X)
-            means, self.pooled_from_ = pool_centres(
-                (means - _unit_map(bounds)[0]) / _unit_map(bounds)[1],
-                getattr(base, "cluster_sizes_", None),
-                int(self.max_components),
-            )
-            means = _unit_map(bounds)[0] + _unit_map(bounds)[1] * means
+            means = self._pool(base, means, bounds)
             weights, means, covs, cov_report = self._covariance_pass(
                 X, base, means, bounds, cov_part, source
             )
@@ -387,10 +387,28 @@ class MorseMerging(ClusterMixin, BaseEstimator):
             self.labels_ = self.predict(X)
         return self
 
-    def _check_morse_cost(self, base, fitted, mixture) -> None:
+    def _pool(self, base, means, bounds):
+        """A centre model's centres pooled to ``max_components`` (:func:`pool_centres`, in the
+        unit cube of ``bounds``); sets ``pooled_from_``."""
+        if means.shape[0] > int(self.max_components):  # the count was not known up front
+            _check_pooling_cost(means.shape[0], means.shape[1], _centre_param(base))
+        shift, half = _unit_map(bounds)
+        pooled, self.pooled_from_ = pool_centres(
+            (means - shift) / half, getattr(base, "cluster_sizes_", None),
+            int(self.max_components),
+        )
+        return shift + half * pooled
+
+    def _check_morse_cost(self, base, fitted, mixture, X=None) -> None:
         """Refuse up front (before the base spends anything) a Morse step that would run for
         long: it costs about (K0 / 20)^3 s for K0 components (measured: <= 1 s at K0 = 20,
-        d <= 16), so more than 43 components is refused with the predicted time."""
+        d <= 16), so more than 43 components is refused with the predicted time. So is the
+        pooling of a centre model's many centres where their number is known up front
+        (:func:`~.base._pooling_seconds`; otherwise it is checked once the base has them)."""
+        if not mixture:
+            n_centres, d = _centre_count(base, fitted, X)
+            if n_centres is not None and n_centres > int(self.max_components):
+                _check_pooling_cost(n_centres, d, _centre_param(base))
         if mixture:
             k0 = (len(base.weights_) if fitted
                   else int(base.get_params(deep=False).get("n_components", 0) or 0))
