@@ -19,3 +19,18 @@ def _quiet_clipping_warnings():
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*clipped to them.*")
         yield
+
+
+@pytest.fixture(scope="session")
+def dask_client():
+    """One in-process Dask cluster (2 workers, 1 thread each) for every Dask test."""
+    pytest.importorskip("dask.array")
+    distributed = pytest.importorskip("distributed")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                                           dashboard_address=None)
+        client = distributed.Client(cluster)
+    yield client
+    client.close()
+    cluster.close()

@@ -18,7 +18,6 @@ import pytest
 da = pytest.importorskip("dask.array")
 pytest.importorskip("distributed")
 
-from distributed import Client, LocalCluster  # noqa: E402
 from sklearn.base import clone  # noqa: E402
 from sklearn.datasets import make_blobs  # noqa: E402
 
@@ -42,16 +41,10 @@ CHUNKINGS = {
 }
 
 
-@pytest.fixture(scope="module")
-def client():
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
-                               dashboard_address=None)
-        c = Client(cluster)
-    yield c
-    c.close()
-    cluster.close()
+@pytest.fixture
+def client(dask_client):
+    """The session's Dask client (conftest)."""
+    return dask_client
 
 
 def _data(n=400, d=3, dtype=np.float64, seed=0):

@@ -256,18 +256,10 @@ def _estimators():
     }
 
 
-@pytest.fixture(scope="module")
-def client():
-    pytest.importorskip("dask.array")
-    distributed = pytest.importorskip("distributed")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        cluster = distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
-                                           dashboard_address=None)
-        c = distributed.Client(cluster)
-    yield c
-    c.close()
-    cluster.close()
+@pytest.fixture
+def client(dask_client):
+    """The session's Dask client (conftest)."""
+    return dask_client
 
 
 @pytest.mark.parametrize("name", ["DPLloyd", "DPM", "LSHSplits", "DPGaussianMixture"])

@@ -176,18 +176,6 @@ def test_the_harness_catches_a_data_derived_note(blobs):
 
 
 # ---------------------------------------------------------------------- the Dask engine
-@pytest.fixture(scope="module")
-def dask_client():
-    pytest.importorskip("dask.array")
-    distributed = pytest.importorskip("distributed")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
-                                           dashboard_address=None)
-        client = distributed.Client(cluster)
-    yield client
-    client.close()
-    cluster.close()
 
 
 @pytest.mark.parametrize("name", ["dpm", "dbscan", "lloyd", "mixture", "lsh-splits"])
