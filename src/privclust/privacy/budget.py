@@ -223,13 +223,13 @@ class PrivacyReport:
 
     def to_dict(self) -> dict:
         """Plain JSON types."""
-        total = self.total()
+        total, held = self.total(), self.guarantee()
         return {
             "estimator": self.estimator,
             "privacy_unit": "add/remove one record",
             "planned": {"epsilon": self.planned.epsilon, "delta": self.planned.delta},
             "spent": {"epsilon": total.epsilon, "delta": total.delta},
-            "guarantee": {"epsilon": self.guarantee().epsilon, "delta": self.guarantee().delta},
+            "guarantee": {"epsilon": held.epsilon, "delta": held.delta},
             "private": self.private,
             "random_source": self.random_source,
             "zcdp_delta": self.zcdp_delta,
