@@ -73,7 +73,7 @@ def test_fits_in():
 # =========================================================================== Accountant
 def test_unlimited_accountant():
     acc = Accountant()
-    assert acc.remaining == (math.inf, 1.0) and acc.spent is None
+    assert acc.remaining == (math.inf, 1.0) and acc.spent == Budget(0.0, 0.0)
     acc.check(Budget(1e6, 0.9))
     acc.reserve(Budget(1e6, 0.5), "big")
     assert acc.spent == Budget(1e6, 0.5)
@@ -91,7 +91,7 @@ def test_accountant_check_raises_before_spending():
         acc.check(Budget(1.5, 0.0), "DPM")
     with pytest.raises(BudgetExceededError, match="delta"):
         acc.check(Budget(0.1, 1e-4), "DPM")
-    assert acc.spent is None and acc.remaining == (1.0, 1e-5)
+    assert acc.spent == Budget(0.0, 0.0) and acc.remaining == (1.0, 1e-5)
     assert issubclass(BudgetExceededError, RuntimeError)
 
 

@@ -483,7 +483,7 @@ BAD = [
     (["cluster", "{d}/ok.csv", "--epsilon", "1", "--bounds", "5", "1"], "lo < hi"),
     (
         ["cluster", "{d}/ok.csv", "--epsilon", "1", "--bounds-file", "{d}/b3.csv"],
-        "expected (2,) for all features or (2, 2)",
+        "expected (lo, hi) for all features, one (lo, hi) row per feature (shape (2, 2))",
     ),
     (
         ["cluster", "{d}/ok.csv", "--epsilon", "1", "--bounds-file", "{d}/nob.json"],

@@ -135,3 +135,19 @@ def test_the_smallest_epsilon_with_private_bounds_is_explained_in_the_users_term
     with pytest.raises(ValueError, match=r"bounds='private' spends 0.1 of epsilon") as err:
         DPM(epsilon=1e-6, bounds="private").fit(X)
     assert "1e-07" not in str(err.value) and "epsilon >= 1e-05" in str(err.value)
+
+
+def test_a_pandas_series_gets_a_sentence_not_a_traceback():
+    """Once "'numpy.dtypes.Float64DType' object is not iterable"."""
+    pd = pytest.importorskip("pandas")
+    for series in (pd.Series([1.0, 2.0]), pd.Series([1, 2], dtype="Float64")):
+        with pytest.raises(ValueError, match=r"pandas Series .* X.to_frame\(\)"):
+            DPLloyd(2, bounds=(0, 3), random_state=0).fit(series)
+
+
+def test_object_arrays_of_numbers_are_converted_as_scikit_learn_does():
+    X = np.array([[1, 2.5], [3, 4], [0.5, 1]] * 20, dtype=object)
+    model = DPLloyd(2, bounds=(0, 5), random_state=0).fit(X)
+    assert model.predict(X).shape == (60,)
+    with pytest.raises(ValueError, match="must be numeric"):
+        DPLloyd(2, bounds=(0, 5)).fit(np.array([[1, "a"]], dtype=object))

@@ -172,20 +172,19 @@ def check_X(est, X, *, reset: bool) -> np.ndarray:
     return check_data(X)
 
 
-def check_data(X, *, name: str = "X", min_samples: int = 1) -> np.ndarray:
-    """A finite 2-D float array, or a clear error. float32 stays float32 (memory).
-
-    Dask input is checked in one pass (chunk sizes and a NaN/inf count per chunk) and returned
-    as a lazy ``privclust.engine.dask.DaskData``."""
-    if is_dask_input(X):
-        from ..engine.dask import as_dask_data
-
-        return as_dask_data(X, name)
+def _as_numpy(X, name: str) -> np.ndarray:
+    """``X`` (array-like, pandas) as a NumPy array, numbers held as objects converted; sparse
+    matrices and pandas Series refused with the fix."""
     if hasattr(X, "tocsr") or type(X).__module__.startswith("scipy.sparse"):
         raise ValueError(
             f"{name} is a sparse matrix; privclust works on dense arrays. Convert it with "
             "X.toarray() if it fits in memory (clustering sparse high-dimensional data usually "
             "calls for a dense embedding first)"
+        )
+    if hasattr(X, "to_numpy") and getattr(X, "ndim", 2) == 1:  # a pandas Series
+        raise ValueError(
+            f"{name} is a pandas Series (one column of values); pass a DataFrame, e.g. "
+            "X.to_frame() for one feature or df[[...]] to pick columns"
         )
     if hasattr(X, "to_numpy"):  # pandas
         if getattr(X, "dtypes", None) is not None and all(
@@ -196,8 +195,27 @@ def check_data(X, *, name: str = "X", min_samples: int = 1) -> np.ndarray:
             X = _dataframe_to_array(X, name)
     try:
         arr = np.asarray(X)
-    except Exception as exc:  # ragged lists etc.
-        raise ValueError(f"{name} could not be read as a 2-D numeric array: {exc}") from None
+    except (TypeError, ValueError):  # ragged lists etc.
+        raise ValueError(f"{name} could not be read as a 2-D numeric array (rows of different "
+                         "lengths?); pass equal-length rows of numbers or a 2-D array") from None
+    if arr.dtype == object:  # numbers held as Python objects: converted, as scikit-learn does
+        try:
+            arr = arr.astype(np.float64)
+        except (TypeError, ValueError):
+            pass
+    return arr
+
+
+def check_data(X, *, name: str = "X", min_samples: int = 1) -> np.ndarray:
+    """A finite 2-D float array, or a clear error. float32 stays float32 (memory).
+
+    Dask input is checked in one pass (chunk sizes and a NaN/inf count per chunk) and returned
+    as a lazy ``privclust.engine.dask.DaskData``."""
+    if is_dask_input(X):
+        from ..engine.dask import as_dask_data
+
+        return as_dask_data(X, name)
+    arr = _as_numpy(X, name)
     if arr.dtype == object or not (
         np.issubdtype(arr.dtype, np.number) or arr.dtype == bool
     ):
@@ -234,8 +252,14 @@ def check_data(X, *, name: str = "X", min_samples: int = 1) -> np.ndarray:
     return arr
 
 
-def check_bounds(bounds, n_features: int) -> np.ndarray:
-    """Public bounds as a (d, 2) float array: ``(lo, hi)`` for all dimensions or per dimension."""
+def check_bounds(bounds, n_features: int, *, rows: bool = False) -> np.ndarray:
+    """Public bounds as a (d, 2) float array.
+
+    Accepted forms: ``(lo, hi)`` for all features; one ``(lo, hi)`` row per feature (a (d, 2)
+    array); a ``(lower, upper)`` pair of arrays (a (2, d) array, diffprivlib's form); or the
+    named ``{"lower": [...], "upper": [...]}``. On 2 features a 2 x 2 array that reads validly
+    both ways is refused (say which with the named form). ``rows=True``: ``bounds`` is a
+    (d, 2) array of rows as a fitted model stores it (``bounds_``)."""
     if bounds is None:
         raise ValueError(
             "bounds are required: they are public knowledge of the data's range, e.g. "
@@ -243,24 +267,7 @@ def check_bounds(bounds, n_features: int) -> np.ndarray:
             "is not private (use privclust.data_bounds(X, allow_leak=True) only if you accept "
             "that)."
         )
-    try:
-        b = np.asarray(bounds, dtype=float)
-    except (TypeError, ValueError):
-        raise ValueError(
-            f"bounds must be numbers: (lo, hi) or a (d, 2) array; got {bounds!r}"
-        ) from None
-    if b.shape == (2,):
-        b = np.tile(b, (n_features, 1))
-    elif b.shape == (2, n_features) and n_features != 2:
-        raise ValueError(
-            f"bounds has shape {b.shape}; expected ({n_features}, 2): one (lo, hi) row per "
-            "feature (transpose it)"
-        )
-    if b.shape != (n_features, 2):
-        raise ValueError(
-            f"bounds has shape {b.shape}; expected (2,) for all features or ({n_features}, 2) "
-            "for one (lo, hi) row per feature"
-        )
+    b = _bounds_rows(bounds, n_features, rows)
     if not np.isfinite(b).all():
         raise ValueError(
             "bounds must be finite numbers (no inf or NaN): give the range your data can "
@@ -289,6 +296,83 @@ def check_bounds(bounds, n_features: int) -> np.ndarray:
             "if it is constant"
         )
     return b
+
+
+def _bounds_rows(bounds, n_features: int, rows: bool) -> np.ndarray:
+    """Any accepted form of ``bounds`` as a (d, 2) array of rows (values not yet checked)."""
+    named = isinstance(bounds, dict)
+    if named:
+        bounds = _named_bounds(bounds)
+    try:
+        b = np.asarray(bounds, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"bounds must be numbers: (lo, hi), a (d, 2) array or (lower, upper) arrays; got "
+            f"{_short(bounds)}"
+        ) from None
+    if b.shape == (2,):
+        b = np.tile(b, (n_features, 1))
+    elif named:
+        b = b.T if b.shape == (2, n_features) else b.reshape(-1, 2)
+    elif b.shape == (2, n_features) and (n_features != 2 or not rows):
+        b = _pair_of_arrays(b, n_features)
+    if b.shape != (n_features, 2):
+        raise ValueError(
+            f"bounds has shape {b.shape}; expected (lo, hi) for all features, one (lo, hi) row "
+            f"per feature (shape ({n_features}, 2)) or a (lower, upper) pair of arrays of "
+            f"{n_features} values"
+        )
+    return b
+
+
+def _named_bounds(bounds: dict):
+    """``{"lower": [...], "upper": [...]}`` -> a (2, d) (or (2,)) array of the pair."""
+    if set(bounds) != {"lower", "upper"}:
+        raise ValueError(
+            "bounds as a dict takes exactly the keys 'lower' and 'upper', e.g. bounds="
+            f"{{'lower': [0, 5], 'upper': [10, 20]}}; got keys {sorted(map(str, bounds))[:5]}"
+        )
+    try:
+        lower = np.asarray(bounds["lower"], dtype=float)
+        upper = np.asarray(bounds["upper"], dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError("bounds['lower'] and bounds['upper'] must be numbers or arrays of "
+                         "numbers, one per feature") from None
+    lower, upper = np.broadcast_arrays(lower, upper) if lower.ndim <= 1 and upper.ndim <= 1 \
+        and (lower.size == 1 or upper.size == 1 or lower.size == upper.size) else (lower, upper)
+    if lower.shape != upper.shape or lower.ndim > 1:
+        raise ValueError("bounds['lower'] and bounds['upper'] must have one value per feature "
+                         "(or one value for all features)")
+    return np.stack([lower, upper])
+
+
+def _pair_of_arrays(b: np.ndarray, n_features: int) -> np.ndarray:
+    """A (2, d) array read as ``(lower, upper)``; on 2 features, refused when it also reads
+    validly as one row per feature."""
+    if n_features == 2:
+        as_rows_ok = bool((b[:, 0] < b[:, 1]).all())
+        as_pair_ok = bool((b[0] < b[1]).all())
+        if as_rows_ok and as_pair_ok:
+            r = [[_num(v) for v in row] for row in b.tolist()]
+            raise ValueError(
+                f"bounds {r} on 2 features reads two ways; say which: "
+                f"bounds={{'lower': {r[0]}, 'upper': {r[1]}}} for a (lower, upper) pair, or "
+                f"bounds={{'lower': {[r[0][0], r[1][0]]}, 'upper': {[r[0][1], r[1][1]]}}} "
+                "for one (lo, hi) row per feature"
+            )
+        if as_rows_ok:
+            return b
+    return b.T
+
+
+def _num(v: float):
+    return int(v) if float(v).is_integer() and abs(v) < 1e15 else float(f"{v:.6g}")
+
+
+def _short(value, limit: int = 60) -> str:
+    """A user's value for a message, cut to ``limit`` characters."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def data_bounds(X, *, allow_leak: bool = False, margin: float = 0.0) -> np.ndarray:
@@ -514,6 +598,29 @@ class PrivateClusterMixin(ClusterMixin, BaseEstimator):
 
     def fit_predict(self, X, y=None, **kwargs):
         return self.fit(X, **kwargs).labels_
+
+    def score(self, X, y=None) -> float:
+        """Opposite of the k-means cost of ``X`` on the released centres (scikit-learn's
+        ``KMeans.score``: higher is better), rows clipped to the fitted bounds as the fit
+        clipped them.
+
+        **Not private**: it reads ``X`` exactly. Use it on data you may look at (public or
+        synthetic data, or a held-out set whose owner accepts that); to choose k or an
+        estimator on private data use :class:`privclust.model_selection.PrivateSelection`."""
+        self._check_fitted()
+        arr = self._check_X(X, reset=False)
+        if is_dask_input(arr):
+            raise ValueError("score reads every record exactly and is not available on the Dask "
+                             "engine; pass an in-memory array")
+        centres = np.asarray(self.cluster_centers_, dtype=float)
+        if arr.shape[1] != centres.shape[1]:
+            raise ValueError(f"X has {arr.shape[1]} features; the model was fitted on "
+                             f"{centres.shape[1]}")
+        if centres.shape[0] == 0:
+            return -math.inf
+        arr = clip_to_fitted_bounds(self, arr).astype(float, copy=False)
+        labels = nearest_centres(arr, centres)
+        return -float(np.einsum("ij,ij->", arr - centres[labels], arr - centres[labels]))
 
 
 #: The most clusters (or components) any k-means-family estimator accepts: the public

@@ -604,6 +604,12 @@ class DPGaussianMixture(PrivateClusterMixin):
         """``log p(x)`` under the private mixture."""
         return logsumexp(self.predict_log_terms(X), axis=1)
 
+    def score(self, X, y=None) -> float:
+        """Mean ``log p(x)`` of ``X`` under the private mixture (scikit-learn's
+        ``GaussianMixture.score``). **Not private**: it reads ``X`` exactly (see
+        :meth:`PrivateClusterMixin.score`)."""
+        return float(np.mean(self.score_samples(X)))
+
 
 def _reseed(mu, cov, w, active):
     """Re-seed inactive components by splitting the heaviest active one along its main axis:

@@ -379,7 +379,7 @@ def _load_private_bounds(est, section: dict) -> None:
     bounds = getattr(est, "bounds", None)
     d = getattr(est, "n_features_in_", None)
     if is_private_bounds(bounds):
-        est.bounds_ = check_bounds(section["private_bounds"], int(d))
+        est.bounds_ = check_bounds(section["private_bounds"], int(d), rows=True)
     elif bounds is not None and d is not None and not hasattr(est, "bounds_"):
         est.bounds_ = check_bounds(bounds, int(d))
 
@@ -396,11 +396,12 @@ def _check_loaded(est) -> None:
             break
     d = getattr(est, "n_features_in_", None)
     bounds = getattr(est, "bounds", None)
-    if is_private_bounds(bounds):  # the bounds the fit released
+    rows = is_private_bounds(bounds)
+    if rows:  # the bounds the fit released
         bounds = getattr(est, "bounds_", None)
     if bounds is not None and d is not None:
         try:
-            b = check_bounds(bounds, int(d))
+            b = check_bounds(bounds, int(d), rows=rows)
         except ValueError as exc:
             raise ModelFormatError(f"params.bounds are invalid: {_describe(exc)}") from None
         centres = getattr(est, "cluster_centers_", None)

@@ -193,7 +193,7 @@ def _dbscan_load(est, m: dict) -> None:
     d = shape.size
     if d < 1 or (shape < 1).any():
         raise ValueError(f"grid shape {shape.tolist()} is not a grid")
-    est.bounds_ = check_bounds(m["bounds"], d)
+    est.bounds_ = check_bounds(m["bounds"], d, rows=True)
     est.grid_origin_ = _array(g, "origin", float, (d,))
     est.cell_width_ = float(g["cell_width"])
     if not (np.isfinite(est.cell_width_) and est.cell_width_ > 0):
@@ -269,7 +269,7 @@ def _mixture_load(est, m: dict) -> None:
     est.n_components_ = k
     est.sigma_ = float(m["sigma"])
     est.delta_ = float(m["delta"])
-    est.bounds_ = check_bounds(m["bounds"], d)
+    est.bounds_ = check_bounds(m["bounds"], d, rows=True)
     est.n_iter_ = int(m["n_iter"])
     est.n_features_in_ = d
 
@@ -308,7 +308,7 @@ def _morse_load(est, m: dict) -> None:
     k0 = est.weights_.size
     est.means_ = _array(m, "means", float, (k0, d))
     est.covariances_ = _array(m, "covariances", float, (k0, d, d))
-    est.bounds_ = None if m["bounds"] is None else check_bounds(m["bounds"], d)
+    est.bounds_ = None if m["bounds"] is None else check_bounds(m["bounds"], d, rows=True)
     est.n_features_in_ = d
     est.base_assignment_ = str(m.get("base_assignment", "likelihood"))
     if est.base_assignment_ not in ("likelihood", "nearest"):

@@ -24,7 +24,9 @@ Composition rules used by :meth:`PrivacyReport.total`:
 from __future__ import annotations
 
 import math
+import threading
 from dataclasses import asdict, dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 from scipy.optimize import minimize_scalar
@@ -36,6 +38,7 @@ __all__ = [
     "PrivacyLeakWarning",
     "PrivacyReport",
     "Release",
+    "Remaining",
     "compose",
     "zcdp_to_approx_dp",
 ]
@@ -308,6 +311,17 @@ def _fmt_delta(delta: float) -> str:
     return f"{delta:.3g}"
 
 
+class Remaining(NamedTuple):
+    """What an :class:`Accountant` has left: ``(epsilon, delta)``, also by name (a tuple, so
+    ``eps, delta = acc.remaining`` works). Unlimited: ``(inf, 1.0)``."""
+
+    epsilon: float
+    delta: float
+
+    def __repr__(self) -> str:
+        return f"Remaining(epsilon={self.epsilon:.6g}, delta={self.delta:.3g})"
+
+
 class Accountant:
     """A privacy budget shared by one or more fits.
 
@@ -315,6 +329,12 @@ class Accountant:
     ``accountant=acc`` checks its whole plan against ``acc.remaining`` before it reads data and
     raises :class:`BudgetExceededError` if it does not fit. ``Accountant()`` is unlimited (a
     private accountant is created for every fit that is not given one).
+
+    An accountant is shared **by reference**: ``copy.copy``, ``copy.deepcopy`` and so
+    scikit-learn's ``clone`` (which ``GridSearchCV``, ``cross_val_score`` and ``Pipeline`` use)
+    return the same accountant, so every clone of an estimator spends from it and model
+    selection is recorded, never free. A copy made by pickling (another process, e.g.
+    ``n_jobs=2``) cannot report back what it spends, so it refuses every fit.
     """
 
     def __init__(self, budget: Budget | None = None):
@@ -323,29 +343,54 @@ class Accountant:
         self.budget = budget
         self.reservations: list[tuple[str, Budget]] = []
         self.reports: list[PrivacyReport] = []
+        self._lock = threading.Lock()  # fits in threads (n_jobs with a threading backend)
+        self._detached = False
+
+    # shared by reference: a clone of an estimator spends from the same budget
+    def __copy__(self) -> Accountant:
+        return self
+
+    def __deepcopy__(self, memo) -> Accountant:
+        return self
+
+    def __getstate__(self) -> dict:
+        state = {k: v for k, v in self.__dict__.items() if k != "_lock"}
+        state["_detached"] = True  # what a copy in another process spends never comes back
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        budget = "unlimited" if self.budget is None else repr(self.budget)
+        return (f"Accountant(budget={budget}, spent={self.spent!r}, "
+                f"remaining={self.remaining!r}, fits={len(self.reports)})")
 
     @property
-    def spent(self) -> Budget | None:
-        """What the attached reports have spent in all (None: nothing attached)."""
-        if not self.reservations:
-            return None
-        total = self.reservations[0][1]
-        for _, b in self.reservations[1:]:
+    def spent(self) -> Budget:
+        """What the reservations add up to (``Budget(0, 0)`` before any fit)."""
+        total = Budget(0.0, 0.0)
+        for _, b in self.reservations:
             total = total + b
         return total
 
     @property
-    def remaining(self) -> tuple[float, float]:
-        """``(epsilon, delta)`` left after every reservation."""
+    def remaining(self) -> Remaining:
+        """``(epsilon, delta)`` left after every reservation (``(inf, 1.0)``: unlimited)."""
         if self.budget is None:
-            return (math.inf, 1.0)
+            return Remaining(math.inf, 1.0)
         spent = self.spent
-        if spent is None:
-            return (self.budget.epsilon, self.budget.delta)
-        return (self.budget.epsilon - spent.epsilon, self.budget.delta - spent.delta)
+        return Remaining(self.budget.epsilon - spent.epsilon, self.budget.delta - spent.delta)
 
     def check(self, plan: Budget, label: str = "fit") -> None:
         """Raise :class:`BudgetExceededError` if ``plan`` does not fit what remains."""
+        if self._detached:
+            raise BudgetExceededError(
+                f"{label} was given a copy of an Accountant made by pickling (another process, "
+                "e.g. n_jobs > 1), which cannot record what it spends; run it in this process "
+                "(n_jobs=None or 1). No data was read."
+            )
         eps_left, delta_left = self.remaining
         if plan.epsilon > eps_left * (1 + _TOL) + 1e-12 or plan.delta > delta_left * (
             1 + _TOL
@@ -358,21 +403,24 @@ class Accountant:
 
     def reserve(self, plan: Budget, label: str = "fit") -> int:
         """Check and book ``plan``; returns a handle for :meth:`settle`."""
-        self.check(plan, label)
-        self.reservations.append((label, plan))
-        return len(self.reservations) - 1
+        with self._lock:
+            self.check(plan, label)
+            self.reservations.append((label, plan))
+            return len(self.reservations) - 1
 
     def settle(self, handle: int, actual: Budget) -> None:
         """Lower a reservation to what a fit's plan fixed later (the delta rule picks delta from
         a released count after the cap was reserved). Never raises it. Valid under adaptive
         composition: every fit's parameters stay within what was reserved on every path (the
         basic-composition privacy filter, Rogers et al. 2016)."""
-        label, booked = self.reservations[handle]
-        if not actual.fits_in(booked):
-            raise BudgetExceededError(f"{label}: cannot settle {actual} above the reserved "
-                                      f"{booked}")
-        self.reservations[handle] = (label, actual)
+        with self._lock:
+            label, booked = self.reservations[handle]
+            if not actual.fits_in(booked):
+                raise BudgetExceededError(f"{label}: cannot settle {actual} above the reserved "
+                                          f"{booked}")
+            self.reservations[handle] = (label, actual)
 
     def attach(self, report: PrivacyReport) -> None:
         """Keep a fit's report with the accountant (its spend is already reserved)."""
-        self.reports.append(report)
+        with self._lock:
+            self.reports.append(report)

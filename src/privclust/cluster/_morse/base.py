@@ -282,8 +282,9 @@ def _releases_sizes(est) -> bool:
 
 def _base_bounds(est, d):
     b = getattr(est, "bounds_", None)
-    if b is None:
-        b = getattr(est, "bounds", None)
+    if b is not None:
+        return check_bounds(b, d, rows=True)
+    b = getattr(est, "bounds", None)
     if b is None:
         return None
     return check_bounds(b, d)
