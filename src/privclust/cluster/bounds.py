@@ -25,7 +25,7 @@ from ..privacy.bounds import (
     bounds_from_noisy_counts,
     log_grid,
 )
-from ._base import check_data, check_epsilon
+from ._checks import check_data, check_epsilon
 
 __all__ = ["PrivateBounds", "feature_bin_counts", "private_bounds"]
 

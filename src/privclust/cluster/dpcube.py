@@ -477,7 +477,7 @@ class DPCube(PrivateClusterMixin):
         out = int(((X < bounds[:, 0]) | (X > bounds[:, 1])).any(axis=1).sum())
         if out:
             warnings.warn(
-                f"{out} record(s) lie outside the public bounds and were clipped to them "
+                f"{out} record(s) lie outside the bounds and were clipped to them "
                 "(clipping is what bounds the sensitivity; widen the bounds if this is "
                 "unexpected)", UserWarning, stacklevel=3)
 

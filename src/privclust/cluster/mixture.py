@@ -165,7 +165,7 @@ def _unit_engine(X, bounds) -> LocalEngine:
         outside = int(((X < lo) | (X > hi)).any(axis=1).sum())
     if outside:
         warnings.warn(
-            f"{outside} record(s) lie outside the public bounds and were clipped to them "
+            f"{outside} record(s) lie outside the bounds and were clipped to them "
             "(clipping is what bounds the sensitivity; widen the bounds if this is unexpected)",
             UserWarning,
             stacklevel=3,

@@ -1,0 +1,84 @@
+"""``PrivateClipper``: private bounds as a pipeline step."""
+
+from __future__ import annotations
+
+from ..cluster._base import check_epsilon, is_dask_input
+from ..cluster.bounds import private_bounds
+from ..privacy import Accountant, Budget, PrivacyReport
+from ._base import PrivateTransformerMixin
+
+
+class PrivateClipper(PrivateTransformerMixin):
+    """Estimate every feature's range with epsilon-DP, then clip records to it.
+
+    ``fit`` is :func:`privclust.private_bounds` at ``epsilon`` (its release, its report);
+    ``transform`` clips to the bounds found (post-processing). The bounds are public from then
+    on: ``output_bounds_`` hands them to the next step of a
+    :class:`~privclust.pipeline.PrivatePipeline`, so a table with no known range can be
+    clustered with nothing but a budget.
+
+    Parameters
+    ----------
+    epsilon : float, default 0.1
+        The budget of the bounds release.
+    random_state : None, int or Generator
+        None: secure randomness; an int: reproducible (not secure).
+    accountant : Accountant or None
+        A shared budget, charged before the data is read.
+
+    Privacy guarantee
+    -----------------
+    ``epsilon``-DP (add or remove one record), the guarantee of :func:`privclust.private_bounds`.
+    ``transform`` reads only the record it transforms and the released bounds.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from privclust.preprocessing import PrivateClipper
+    >>> X = np.random.default_rng(0).normal(50, 10, size=(20000, 3))
+    >>> clip = PrivateClipper(epsilon=0.1, random_state=0).fit(X)
+    >>> bool((clip.output_bounds_[:, 0] < 30).all() and (clip.output_bounds_[:, 1] > 70).all())
+    True
+    """
+
+    def __init__(self, epsilon: float = 0.1, *, random_state=None, accountant=None):
+        self.epsilon = epsilon
+        self.random_state = random_state
+        self.accountant = accountant
+
+    def fit(self, X, y=None):
+        """Estimate the bounds privately. ``y`` is ignored."""
+        eps = check_epsilon(self.epsilon)
+        part = getattr(self, "_plan_part", None)
+        if part is None:
+            accountant = self._accountant()
+            accountant.check(Budget(eps, 0.0), "PrivateClipper")  # before the data is read
+        X = self._check_X(X, reset=True)
+        if is_dask_input(X):
+            raise ValueError("PrivateClipper works on in-memory data (private bounds are not "
+                             "available on the Dask engine yet); give public bounds instead")
+        if part is not None:  # a step of a pipeline: one line item of the pipeline's plan
+            part.add("bounds", "private bounds", "pure", eps)
+            part.validate()
+            accountant = Accountant(Budget(eps, 0.0))  # the pipeline has booked the budget
+        found = private_bounds(X, eps, random_state=self.random_state, accountant=accountant)
+        if part is not None:
+            _charge_to_part(found.privacy_report_, part, "bounds")
+        self.n_features_in_ = X.shape[1]
+        self.bounds_ = self.output_bounds_ = found.bounds
+        self.privacy_report_ = found.privacy_report_
+        return self
+
+    def transform(self, X):
+        """``X`` clipped to the private bounds (post-processing)."""
+        return self._checked_input(X, "transform")
+
+
+def _charge_to_part(report: PrivacyReport, part, item: str) -> None:
+    """Book the releases of a self-contained release (its own plan) to ``item`` of a pipeline's
+    plan part: the pipeline's ledger then sees every release under its own line items."""
+    name = part._name(item)
+    for release in report.releases:
+        part.parent.charge(name, release.epsilon, release.delta, release.rho)
+    report.planned = part.planned()
+    part.write_into(report)
