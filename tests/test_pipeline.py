@@ -11,6 +11,7 @@ import pytest
 from sklearn.base import clone
 from sklearn.datasets import make_blobs
 from sklearn.preprocessing import FunctionTransformer, StandardScaler
+from tests._replay import ReplayMismatch, check_neighbour, neighbours
 
 from privclust import (
     Accountant,
@@ -23,7 +24,6 @@ from privclust import (
 )
 from privclust.pipeline import PrivatePipeline, make_private_pipeline
 from privclust.preprocessing import PrivateClipper, PrivateScaler
-from tests._replay import ReplayMismatch, check_neighbour, neighbours
 
 
 @pytest.fixture(scope="module")

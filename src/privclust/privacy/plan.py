@@ -528,8 +528,11 @@ class PlanPart:
         self.parent.leave_unspent(self._name(name), reason)
 
     @property
-    def notes(self):
-        return self.parent.notes
+    def notes(self) -> list[str]:
+        """The parent's notes about this part's own items (budget moved between them); a
+        part's report does not repeat what other parts noted."""
+        own = f"'{self.prefix}: "
+        return [n for n in self.parent.notes if own in n]
 
     @property
     def delta_note(self):
