@@ -477,7 +477,8 @@ BAD = [
     (["cluster", "{d}/missing.csv", "--epsilon", "1", "--bounds", "0", "1"], "does not exist"),
     (["cluster", "{d}/ok.csv", "--epsilon", "0", "--bounds", "0", "1"], "--epsilon"),
     (["cluster", "{d}/ok.csv", "--epsilon", "-2", "--bounds", "0", "1"], "positive number"),
-    (["cluster", "{d}/ok.csv", "--epsilon", "x", "--bounds", "0", "1"], "expected a number"),
+    (["cluster", "{d}/ok.csv", "--epsilon", "x", "--bounds", "0", "1"],
+     "--epsilon must be a number"),
     (["cluster", "{d}/ok.csv", "--epsilon", "1", "--delta", "2", "--bounds", "0", "1"], "--delta"),
     (["cluster", "{d}/ok.csv", "--epsilon", "1"], "--bounds --bounds-file is required"),
     (["cluster", "{d}/ok.csv", "--epsilon", "1", "--bounds", "5", "1"], "lo < hi"),
@@ -503,7 +504,7 @@ BAD = [
     ),
     (
         ["cluster", "{d}/ok.csv", "--epsilon", "1", "--bounds", "0", "9", "--max-depth", "40"],
-        "max_depth",
+        "--max-depth 40 allows 2^40 clusters",
     ),
     (
         [
@@ -563,10 +564,10 @@ BAD_OPTIONS = [
     ),
     (
         "--algorithm dbscan --eps 0.5",
-        "argument --eps: is ambiguous: give the privacy budget as --epsilon and the DBSCAN "
+        "--eps is ambiguous: give the privacy budget as --epsilon and the DBSCAN "
         "neighbourhood radius as --radius",
     ),
-    ("--algorithm dbscan --radius 0", "argument --radius: must be a positive number"),
+    ("--algorithm dbscan --radius 0", "--radius must be a positive number"),
     (
         "--algorithm dbscan --radius 1 --n-clusters 2",
         "--n-clusters does not apply to --algorithm dbscan",
@@ -581,14 +582,14 @@ BAD_OPTIONS = [
         "mixture, morse --base mixture|lloyd",
     ),
     ("--algorithm morse --n-clusters 5 --n-components 3", "it must be at least --n-clusters"),
-    ("--algorithm morse --base kmeans --n-clusters 2", "argument --base: invalid choice: 'kmeans'"),
+    ("--algorithm morse --base kmeans --n-clusters 2", "--base: invalid choice: 'kmeans'"),
     (
         "--algorithm mixture --n-components 2 --base dpm",
         "--base does not apply to --algorithm mixture; it is an option of morse",
     ),
     (
         "--algorithm subclustering --n-clusters 2 --variant exact",
-        "argument --variant: invalid choice: 'exact'",
+        "--variant: invalid choice: 'exact'",
     ),
 ]
 
@@ -723,10 +724,10 @@ def test_bounds_take_any_float_spelling(csv_file, capsys, spelling):
 
 
 @pytest.mark.parametrize(("spelling", "expected"), [
-    (["--bounds", "-inf", "inf"], "bounds must be finite"),
+    (["--bounds", "-inf", "inf"], "--bounds must be finite"),
     (["--bounds", "-1e308", "1e308"], "outside the range privclust supports"),
-    (["--bounds=-10"], "expected two numbers"),
-    (["--bounds", "a", "b"], "expected two numbers"),
+    (["--bounds=-10"], "--bounds must be two numbers"),
+    (["--bounds", "a", "b"], "--bounds must be two numbers"),
 ])
 def test_bad_bounds_are_one_clear_error(csv_file, capsys, spelling, expected):
     rc = cli.main(["cluster", str(csv_file), "--epsilon", "1", *spelling])

@@ -4,14 +4,24 @@ checks, and progress (a moving bar on a terminal, a log line per stage otherwise
 from __future__ import annotations
 
 import contextlib
+import re
 import sys
 from pathlib import Path
 
 PROG = "privclust"
 
 
+def _cut(match) -> str:
+    text = match.group(0)
+    return f"{text[:20]}...{text[-10:]} ({len(text):,} characters)"
+
+
 def _one_line(text: str) -> str:
-    return " ".join(str(text).split())
+    """A message on one line, with what echoes the user's input cut short: a quoted value or
+    a run of digits of more than 40 characters (a field of a million characters, a number of
+    300 digits) keeps its ends and its length."""
+    text = " ".join(str(text).split())
+    return re.sub(r"'[^']{41,}'|\d{41,}", _cut, text)
 
 
 def _warn_line(text: str) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 import textwrap
 from collections.abc import Callable, Mapping
 
@@ -35,6 +36,10 @@ class _UsageError(Exception):
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # one line, no usage block
+        # "argument --min-samples: must be ..." -> "--min-samples must be ..."
+        message = re.sub(r"^argument ([^:]+?)(/[^:]+)?: ((?:must|is) )?",
+                         lambda m: f"{m.group(1)} {m.group(3) or ': '}".replace(" : ", ": "),
+                         message)
         raise _UsageError(f"{message} (see '{self.prog} --help')")
 
 
@@ -43,17 +48,31 @@ class _Parser(argparse.ArgumentParser):
 # --------------------------------------------------------------------------------------------
 
 
+def _echo(text: str) -> str:
+    """What the user typed, as a message shows it: numbers as typed, other text quoted, and
+    anything long cut (a 300-digit number is not repeated in full)."""
+    text = str(text)
+    if len(text) > 40:
+        text = text[:24] + "..." + text[-8:]
+    try:
+        float(text)
+    except ValueError:
+        return repr(text)
+    return text
+
+
 def _number(text: str, kind=float, what: str = "a number"):
     try:
         return kind(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"must be {what}, got {_echo(text)}") from None
 
 
 def _positive_float(text: str) -> float:
     v = _number(text)
     if not (v > 0 and math.isfinite(v)):
-        raise argparse.ArgumentTypeError(f"must be a positive number (e.g. 1.0), got {text!r}")
+        raise argparse.ArgumentTypeError(
+            f"must be a positive number (e.g. 1.0), got {_echo(text)}")
     return v
 
 
@@ -61,29 +80,31 @@ def _delta(text: str) -> float:
     v = _number(text)
     if not 0 < v < 1:
         raise argparse.ArgumentTypeError(
-            f"must be in (0, 1), typically far below 1/n (e.g. 1e-6); got {text!r}"
+            f"must be a number in (0, 1), typically far below 1/n (e.g. 1e-6); got {_echo(text)}"
         )
     return v
 
 
-def _nonneg_int(text: str) -> int:
-    v = _number(text, int, "a whole number")
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {text!r}")
+def _whole(text: str, least: int) -> int:
+    what = f"a whole number of at least {least}"
+    v = _number(text, int, what)
+    if v < least:
+        raise argparse.ArgumentTypeError(f"must be {what}, got {_echo(text)}")
     return v
+
+
+def _nonneg_int(text: str) -> int:
+    return _whole(text, 0)
 
 
 def _positive_int(text: str) -> int:
-    v = _nonneg_int(text)
-    if v == 0:
-        raise argparse.ArgumentTypeError("must be > 0")
-    return v
+    return _whole(text, 1)
 
 
 def _header(text: str):
     value = {"auto": "auto", "yes": True, "no": False}.get(text.lower())
     if value is None:
-        raise argparse.ArgumentTypeError(f"expected auto, yes or no; got {text!r}")
+        raise argparse.ArgumentTypeError(f"must be auto, yes or no; got {_echo(text)}")
     return value
 
 
@@ -128,13 +149,14 @@ def build_parser(commands: Mapping[str, Callable]) -> argparse.ArgumentParser:
         help="cluster a generated data set and plot it",
         description="Generate a 2-D Gaussian mixture, cluster it with DPM at "
         "epsilon=1, print the result and write demo_model.json and "
-        "demo_clusters.png.",
+        "demo_clusters.png into --out-dir (default: a new temporary folder, named at the end).",
     )
     p.add_argument(
         "--out-dir",
-        default=".",
+        default=None,
         metavar="DIR",
-        help="folder for demo_model.json and demo_clusters.png (default: .)",
+        help="folder for demo_model.json and demo_clusters.png (default: a new temporary "
+        "folder; the demo prints where it wrote them)",
     )
     p.add_argument(
         "--seed",
@@ -239,7 +261,7 @@ def _add_plan_parser(sub, run) -> None:
         metavar="NAME",
         help=f"clustering algorithm: {', '.join(ALGORITHMS)} (default: dpm)",
     )
-    _add_budget_options(p)
+    _add_budget_options(p, private_bounds=False)
     _add_algorithm_options(p)
     g = p.add_argument_group("public inputs")
     g.add_argument("--n", type=_positive_int, nargs="+", required=True, metavar="N",
@@ -251,7 +273,7 @@ def _add_plan_parser(sub, run) -> None:
     p.set_defaults(func=run, seed=None, engine="numpy", scheduler=None)
 
 
-def _add_budget_options(p) -> None:
+def _add_budget_options(p, private_bounds: bool = True) -> None:
     g = p.add_argument_group("privacy budget (every algorithm)")
     g.add_argument(
         "--epsilon",
@@ -264,7 +286,7 @@ def _add_budget_options(p) -> None:
         type=_delta,
         default=None,
         help="privacy parameter delta in (0, 1), the total for the whole fit "
-        "(dpm, mixture, morse; the others are pure epsilon-DP); default: the delta rule, "
+        f"({_delta_users()}; the others are pure epsilon-DP); default: the delta rule, "
         "min(1e-5, 1/n_hat^1.5) from a released count",
     )
     g.add_argument("--eps", action=_AmbiguousEps, nargs="?", help=argparse.SUPPRESS)
@@ -274,8 +296,9 @@ def _add_budget_options(p) -> None:
         type=_bounds_pair,
         metavar="LO HI",
         help="public bounds of every feature (points outside are clipped): two numbers in any "
-        "float spelling (--bounds -1e3 1e3) or one pair (--bounds=-10,10); or 'private': "
-        "estimated with 10%% of --epsilon (no public bounds needed; sparse tails are clipped)",
+        "float spelling (--bounds -1e3 1e3) or one pair (--bounds=-10,10)"
+        + ("; or 'private': estimated with 10%% of --epsilon (no public bounds needed; sparse "
+           "tails are clipped)" if private_bounds else ""),
     )
     b.add_argument(
         "--bounds-file",
@@ -285,14 +308,34 @@ def _add_budget_options(p) -> None:
     )
 
 
+def _users(dest: str) -> str:
+    """The algorithms (and morse bases) an option applies to, from the registry."""
+    users = [name for name, e in ALGORITHMS.items() if dest in e.applicable()]
+    bases = [b for b, e in registry.morse_bases().items() if dest in registry.base_options(e)]
+    if bases and "morse" not in users:
+        users.append(f"morse --base {'|'.join(bases)}")
+    return ", ".join(users)
+
+
+def _centre_bases() -> str:
+    """The morse bases that are centre models (the mixture brings its own components)."""
+    return ", ".join(b for b, e in registry.morse_bases().items()
+                     if "n_components" not in e.applicable())
+
+
+def _delta_users() -> str:
+    return ", ".join(name for name, e in ALGORITHMS.items() if e.takes_delta)
+
+
 def _add_algorithm_options(p) -> None:
-    g = p.add_argument_group("dpm (also morse --base dpm)")
+    g = p.add_argument_group(f"tree depth ({_users('max_depth')})")
     g.add_argument(
         "--max-depth",
-        type=int,
+        type=_nonneg_int,
         default=None,
-        help="maximum depth of the split tree (at most 2^depth clusters; default "
-        f"{ALGORITHMS['dpm'].cli_defaults['max_depth']})",
+        help="maximum depth of the tree the algorithm builds (dpm: at most 2^depth clusters, "
+        f"default {ALGORITHMS['dpm'].cli_defaults['max_depth']}; the others: their own "
+        "default)",
     )
     g = p.add_argument_group("dbscan")
     g.add_argument(
@@ -311,22 +354,24 @@ def _add_algorithm_options(p) -> None:
         help="points within --radius that make a core point (MinPts, the point "
         "itself included; default 5)",
     )
-    g = p.add_argument_group("lloyd, kmeans-guarantee, subclustering, mixture, morse")
+    g = p.add_argument_group("number of clusters, iterations and the other options")
     g.add_argument(
         "--n-clusters",
         type=_positive_int,
         default=None,
         metavar="K",
-        help="number of clusters k (required; morse: the clusters after merging)",
+        help=f"number of clusters k, required by {_users('n_clusters')} (morse: the clusters "
+        "after merging)",
     )
+    sized = "|".join(b for b, e in registry.morse_bases().items() if e.morse_base.size_param)
     g.add_argument(
         "--n-components",
         type=_positive_int,
         default=None,
         metavar="K0",
         help="mixture: number of Gaussian components (required); morse --base "
-        "mixture|lloyd: the base's number of components/centres, at least "
-        "--n-clusters (required)",
+        f"{sized}: the base's number of components/centres, at least --n-clusters "
+        "(required)",
     )
     g.add_argument(
         "--iterations",
@@ -355,7 +400,7 @@ def _add_algorithm_options(p) -> None:
         choices=tuple(registry.morse_bases()),
         default=None,
         help=f"morse: the private base model whose components are merged (default "
-        f"{registry.MORSE_DEFAULT_BASE}); a centre model (dpm, lloyd) adds a private "
+        f"{registry.MORSE_DEFAULT_BASE}); a centre model ({_centre_bases()}) adds a private "
         "covariance pass",
     )
 
@@ -368,16 +413,16 @@ def _bounds_pair(text: str) -> tuple[float, float]:
     parts = [t for t in text.replace(",", " ").split() if t]
     if len(parts) != 2:
         raise argparse.ArgumentTypeError(
-            f"expected two numbers LO HI (e.g. --bounds -100 100 or --bounds=-100,100), got "
-            f"{text!r}"
+            f"must be two numbers LO HI (e.g. --bounds -100 100 or --bounds=-100,100), got "
+            f"{_echo(text)}"
         )
     try:
         lo, hi = (float(t) for t in parts)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"bounds must be numbers, got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"must be numbers, got {_echo(text)}") from None
     if not (math.isfinite(lo) and math.isfinite(hi)):
         raise argparse.ArgumentTypeError(
-            f"bounds must be finite (got {lo:g}, {hi:g}): give the range your data can take, "
+            f"must be finite (got {lo:g}, {hi:g}): give the range your data can take, "
             "e.g. --bounds -100 100"
         )
     return lo, hi

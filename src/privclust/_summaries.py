@@ -13,6 +13,20 @@ def _names(names, d: int) -> list[str]:
     return list(names) if names is not None else [f"x{j}" for j in range(d)]
 
 
+#: printed when a noisy size or count below 0 is shown as 0
+NEGATIVE_NOTE = ("noisy {what} below 0 after the noise are shown as 0 (post-processing); the "
+                 "model file keeps the release as drawn")
+
+
+def _non_negative(values, what: str) -> np.ndarray:
+    """Noisy sizes or counts as shown: the release clipped at 0 (post-processing), with one
+    line saying so when any was below 0."""
+    v = np.asarray(values, dtype=float)
+    if (v < 0).any():
+        print(NEGATIVE_NOTE.format(what=what))
+    return np.maximum(v, 0.0)
+
+
 def format_table(header: list[str], rows: list[list[str]], right: set[int]) -> list[str]:
     widths = [max(len(str(c)) for c in col) for col in zip(header, *rows, strict=True)]
 
@@ -29,9 +43,9 @@ def format_table(header: list[str], rows: list[list[str]], right: set[int]) -> l
 def print_centres(model, X=None, names=None, max_rows: int = 20, max_dims: int = 6) -> None:
     """Centres and noisy sizes of a centre model (DPM, the k-means family)."""
     k = int(model.n_clusters_)
-    sizes = np.asarray(model.cluster_sizes_)
     print(f"clusters found: {k}")
     if k:
+        sizes = _non_negative(model.cluster_sizes_, "sizes")
         _centre_table(model, names, k, sizes, max_rows, max_dims)
     if hasattr(model, "n_iter_"):
         print(f"iterations: {model.n_iter_}")
@@ -85,7 +99,7 @@ def print_mixture(model, X=None, names=None, max_rows: int = 20, max_dims: int =
     active = int(np.count_nonzero(model.active_components_))
     print(f"components: {k} ({active} active: noisy count above the empty-component threshold)")
     weights = np.asarray(model.weights_, dtype=float)
-    counts = np.asarray(model.noisy_counts_, dtype=float)
+    counts = _non_negative(model.noisy_counts_, "counts")
     d = model.means_.shape[1]
     if k <= max_rows and d <= max_dims:
         rows = [

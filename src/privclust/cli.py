@@ -21,9 +21,12 @@ warnings are one line ``privclust: warning: ...``. Anything else is a bug and ra
 from __future__ import annotations
 
 import contextlib
+import csv
 import json
 import os
+import re
 import sys
+import tempfile
 import warnings
 from pathlib import Path
 
@@ -84,31 +87,45 @@ _SECURE_NOTE = (
 
 def _read_data(path: str, has_header) -> tuple[np.ndarray, list[str]]:
     X, names = read_table(path, has_header=has_header)
-    try:
-        return check_data(X, name=str(path)), names
-    except ValueError as exc:
-        if "NaN" not in str(exc):
-            raise
-        raise ValueError(f"{exc} (rows and columns counted from 0, header excluded)") from None
+    bad = ~np.isfinite(X)
+    if bad.any():  # counted from 0, as the Dask engine's message counts them
+        rows = np.flatnonzero(bad.any(axis=1))
+        r, j = int(rows[0]), int(np.flatnonzero(bad[rows[0]])[0])
+        name = "" if names[j] == f"x{j}" else f" ({names[j]!r:.40})"
+        raise ValueError(
+            f"{path} has missing, NaN or infinite values in {rows.size:,} row(s) (first: row "
+            f"{r}, column {j}{name}; rows and columns counted from 0, header excluded); remove "
+            "or impute them before clustering"
+        )
+    return check_data(X, name=str(path)), names
 
 
 def _read_dask_data(path: str, has_header):
-    """A Parquet file or folder (or a CSV) as lazy, validated data for the Dask engine."""
+    """A Parquet file or folder, or a CSV/TSV/TXT table (read with the NumPy engine's decisions
+    on header, separator and comments: ``_readers.sniff_csv``), as lazy, validated data for the
+    Dask engine."""
+    from ._readers import LAZY_NAN_HINT, TEXT_EXTENSIONS, lazy_read_error, read_table_lazy
     from .cluster._base import is_dask_input
 
     try:
-        import dask.dataframe as dd
+        import dask.dataframe  # noqa: F401
     except ImportError:
         raise ValueError("--engine dask needs the dask extra: pip install 'privclust[dask]'") \
             from None
-    source = path
-    if not is_dask_input(path):
-        if not str(path).lower().endswith((".csv", ".tsv")):
-            raise ValueError(f"--engine dask reads Parquet (a file or a folder) or CSV; got {path}")
-        source = dd.read_csv(path, header=0 if has_header is not False else None,
-                             sep="\t" if str(path).lower().endswith(".tsv") else ",")
-    data = check_data(source, name=str(path))
-    return data, list(data.columns) if data.columns else [f"x{j}" for j in range(data.shape[1])]
+    if is_dask_input(path):
+        data = check_data(path, name=str(path))
+        return data, list(data.columns) if data.columns else [f"x{j}" for j in range(data.shape[1])]
+    if not str(path).lower().endswith(TEXT_EXTENSIONS):
+        raise ValueError(f"--engine dask reads Parquet (a file or a folder) or CSV/TSV; got {path}")
+    frame, names = read_table_lazy(path, has_header)
+    try:
+        return check_data(frame, name=str(path)), names
+    except ValueError as exc:  # the values are parsed here, on the workers
+        if not _raised_in_privclust(exc):
+            raise lazy_read_error(path, exc) from None
+        if "NaN" not in str(exc):
+            raise
+        raise ValueError(f"{exc} ({LAZY_NAN_HINT})") from None
 
 
 @contextlib.contextmanager
@@ -279,7 +296,7 @@ def _read_and_fit(args, name: str, algo, plot):
             with fit_progress_disabled():  # this command shows its own progress
                 model.fit(X)
         except ValueError as exc:
-            raise ValueError(_in_cli_words(str(exc))) from None
+            raise ValueError(_in_cli_words(str(exc), args)) from None
         bar.update()
     return model, X, names, title
 
@@ -334,7 +351,9 @@ def _cmd_cluster(args) -> int:
     else:
         print("(pass --out model.json to save the model)")
     if plot is not None:
-        print(f"wrote plot: {plot} (it shows the raw data points: not a private release)")
+        shows = ("the merge hierarchy: post-processing of the private model" if name == "morse"
+                 and d != 2 else "it shows the raw data points: not a private release")
+        print(f"wrote plot: {plot} ({shows})")
     return 0
 
 
@@ -346,7 +365,11 @@ def _cmd_plan(args) -> int:
     if len(args.n) > 2:
         raise ValueError("--n takes N or LOW HIGH")
     if args.bounds == "private":
-        raise ValueError("the planner needs public bounds: give --bounds LO HI or --bounds-file")
+        raise ValueError(
+            "privclust plan needs public bounds: --bounds private estimates them from the data, "
+            "which a plan never reads; give the range the data can take, --bounds LO HI or "
+            "--bounds-file"
+        )
     bounds = _read_bounds(args, args.d)
     est = _build_estimator(name, args, bounds)
     n = args.n[0] if len(args.n) == 1 else tuple(args.n)
@@ -393,10 +416,13 @@ def _cmd_demo(args) -> int:
 
     from .metrics import accuracy_majority
 
-    out_dir = Path(args.out_dir)
-    if out_dir.exists() and not out_dir.is_dir():
-        raise ValueError(f"--out-dir {out_dir} is a file; give a folder")
-    out_dir.mkdir(parents=True, exist_ok=True)
+    if args.out_dir is None:  # never litter the current folder (a checkout, say)
+        out_dir = Path(tempfile.mkdtemp(prefix="privclust-demo-"))
+    else:
+        out_dir = Path(args.out_dir)
+        if out_dir.exists() and not out_dir.is_dir():
+            raise ValueError(f"--out-dir {out_dir} is a file; give a folder")
+        out_dir.mkdir(parents=True, exist_ok=True)
     data_seed = 0 if args.seed is None else args.seed
     X, y = make_blobs(
         n_samples=args.n_samples,
@@ -430,7 +456,9 @@ def _cmd_demo(args) -> int:
     if args.seed is None:
         print(_SECURE_NOTE)
     model_path = io.save_model(model, out_dir / "demo_model.json")
-    print(f"wrote model: {model_path}")
+    print(f"wrote model: {model_path}"
+          + ("  (a temporary folder; --out-dir DIR writes elsewhere)"
+             if args.out_dir is None else ""))
     try:
         viz.require_matplotlib()
     except ImportError:
@@ -505,24 +533,41 @@ def _raised_in_privclust(exc: BaseException) -> bool:
 _USER_ERRORS = (ValueError, TypeError, FileNotFoundError, BudgetExceededError, ImportError)
 
 
-#: Python parameter names in estimator messages -> what the command line calls them (a hint
-#: must name a flag that exists).
+#: Phrases of estimator messages -> what the command line calls them (a hint must name a
+#: flag that exists); then every parameter an option sets is named by its flag (_FLAG_OF).
 _CLI_WORDS = (
     ("use a larger eps (alpha) or eta, or narrower bounds", "use a larger --radius or "
      "narrower --bounds"),
     ("use a larger eta or fewer dimensions", "use fewer features (the Python API's "
      "DPDBSCAN(eta=...) changes the cell width)"),
+    ("eps (the DBSCAN radius alpha)", "--radius"),
     ("eps (alpha)", "--radius"),
     ("min_samples + min_samples_shift", "--min-samples plus the noise shift"),
     ("raise min_samples or min_samples_shift", "raise --min-samples"),
-    ("n_clusters=", "--n-clusters "),
-    ("n_components=", "--n-components "),
+    ("larger eps or epsilon", "larger --radius or --epsilon"),
 )
+#: Python parameter -> flag, for the parameters the options set (``name=value`` and the bare
+#: name), and the budget's, named only in the ``name=value`` form ("(epsilon, delta)-DP" stays).
+_FLAG_OF = {p: o.flag for o in registry.OPTIONS.values() for p in o.params}
+_ASSIGNED_ONLY = {"epsilon": "--epsilon", "delta": "--delta", "random_state": "--seed"}
 
 
-def _in_cli_words(message: str) -> str:
+def _in_cli_words(message: str, args=None) -> str:
+    """An estimator's message with Python parameter names replaced by the flags that set them
+    (``max_depth=40`` -> ``--max-depth 40``)."""
     for python, cli_words in _CLI_WORDS:
         message = message.replace(python, cli_words)
+    flags = dict(_FLAG_OF)
+    if args is not None and getattr(args, "algorithm", "").lower() == "morse":
+        base = ALGORITHMS[args.base or registry.MORSE_DEFAULT_BASE].morse_base.size_param
+        if base == "n_clusters" and args.n_components != args.n_clusters:
+            # the base's n_clusters is set by --n-components: name it by its value
+            message = re.sub(rf"(?<![\w.-])n_clusters={args.n_components}\b",
+                             f"--n-components {args.n_components}", message)
+    for python, flag in (flags | _ASSIGNED_ONLY).items():
+        message = re.sub(rf"(?<![\w.'(-]){python}=(?=\S)", f"{flag} ", message)
+    for python, flag in flags.items():
+        message = re.sub(rf"(?<![\w.'-]){python}(?![\w'(-])", flag, message)
     return message
 
 
@@ -552,15 +597,25 @@ def main(argv=None) -> int:
             file=sys.stderr,
         )
         return 2
+    # estimators name their Python parameters; the fitting commands' users typed flags
+    words = ((lambda text: _in_cli_words(text, args)) if args.command in ("cluster", "plan")
+             else str)
     try:
         with warnings.catch_warnings():
             warnings.filterwarnings("always", category=UserWarning)
-            warnings.showwarning = _show_warning
+            warnings.showwarning = lambda message, *rest, **kw: _show_warning(
+                words(str(message)), *rest, **kw)
             return args.func(args)
     except _USER_ERRORS as exc:
         if not _raised_in_privclust(exc):
             raise
-        print(f"{PROG}: error: {_one_line(exc)}", file=sys.stderr)
+        print(f"{PROG}: error: {_one_line(words(str(exc)))}", file=sys.stderr)
+        return 2
+    except csv.Error as exc:  # the csv module's own error (either engine), not a ValueError
+        what = ("a field of more than 131,072 characters, too long to be a number" if
+                "field limit" in str(exc) else "a line the CSV reader cannot parse")
+        print(f"{PROG}: error: {getattr(args, 'input', 'the input')} has {what}; check the "
+              "separator and that every field is a number", file=sys.stderr)
         return 2
     except BrokenPipeError:  # e.g. `privclust predict ... | head`: stop quietly
         with contextlib.suppress(OSError, ValueError, AttributeError):

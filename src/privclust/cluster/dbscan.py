@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -45,6 +46,7 @@ __all__ = [
 ]
 
 from ._grid import (
+    _MAX_OFFSETS,
     CORE_RADII,
     _c_strides,
     _check_eta,
@@ -52,6 +54,7 @@ from ._grid import (
     _dense_neighbourhood_sums,
     _dot_int,
     _Grid,
+    _max_sq_gap,
     _renumber,
     _sparse_merge,
     _sparse_neighbourhood_sums,
@@ -93,6 +96,63 @@ _SCRATCH_FACTOR = 32
 
 
 
+
+
+# --------------------------------------------------------------------------- dimension limit
+def _kappa_at_most(d: int, eta: float, cap: int) -> int:
+    """``kappa = |NB|`` in ``d`` dimensions (:func:`neighbour_offsets`), counted without
+    listing the offsets (per dimension 3 offsets of gap 0 and 2 of each gap g >= 1, squared
+    gaps summed); a count above ``cap`` is returned as ``cap + 1``."""
+    max_sq = _max_sq_gap(d, eta)
+    ways = np.zeros(max_sq + 1)
+    ways[0] = 1.0
+    gaps = np.arange(1, math.isqrt(max_sq) + 1) ** 2
+    for _ in range(d):
+        new = 3.0 * ways
+        for g2 in gaps:
+            new[g2:] += 2.0 * ways[: ways.size - g2]
+        ways = np.minimum(new, cap + 1.0)
+    return int(min(ways.sum(), cap + 1))
+
+
+def _grid_fits(d: int, eta: float) -> bool:
+    """Whether the offsets NB of ``d`` dimensions are few enough to build (the limits of
+    :func:`neighbour_offsets`)."""
+    span = 2 * (math.isqrt(_max_sq_gap(d, eta)) + 1) + 1
+    return span**d <= 50 * _MAX_OFFSETS and _kappa_at_most(d, eta, _MAX_OFFSETS) <= _MAX_OFFSETS
+
+
+def check_dimension(d: int, eta: float) -> None:
+    """Refuse, from public parameters only (the number of features and eta), a grid whose
+    cells within eps of a cell are too many to merge, with the limit in the user's terms."""
+    if _grid_fits(d, eta):
+        return
+    max_d = next((k for k in range(d - 1, 0, -1) if _grid_fits(k, eta)), 0)
+    at = "" if eta == 4.0 else f" at eta={eta:g}"
+    kappa = _kappa_at_most(d, eta, 10**9)
+    many = f"{kappa:,}" if kappa <= 10**9 else "over 10^9"
+    raise ValueError(
+        f"DPDBSCAN handles at most {max_d} features{at}; the data has {d}: its grid cells are "
+        f"{_width_words(eta)} wide, so {many} cells lie within eps of each cell. Reduce the "
+        f"data to {max_d} or fewer features (e.g. with PCA)"
+    )
+
+
+def _width_words(eta: float) -> str:
+    return "eps/sqrt(d)" if eta == 4.0 else f"{eta:g}*eps/(4 sqrt(d))"
+
+
+def _no_cluster_warning(d, eta, width, kappa_core, core_t, min_pts, threshold) -> str:
+    """Why a fit released no span, from public values and the release (post-processing)."""
+    sparse = "" if threshold is None else (
+        f"; the sparse release also drops cells under {threshold:.0f} records")
+    fix = ("use a smaller min_samples or a larger eps" if min_pts >= core_t - min_pts
+           else "use a larger eps or epsilon" + (", or fewer features" if d > 3 else ""))
+    return (
+        f"DPDBSCAN found no cluster: a core cell needs at least {core_t:.0f} records (noisy "
+        f"count, min_samples={min_pts} plus the noise allowance) in the {kappa_core:,} cells "
+        f"around it, each {width:.3g} wide ({_width_words(eta)} at d={d}){sparse}; {fix}"
+    )
 
 
 # --------------------------------------------------------------------------- the estimator
@@ -378,6 +438,7 @@ class DPDBSCAN(PrivateClusterMixin):
         epsilon = plan.epsilon  # less than asked when bounds="private" estimates the bounds
         X = self._check_X(X, reset=True)
         d = X.shape[1]
+        check_dimension(d, eta)  # before private bounds spend anything
         bounds = self._fit_bounds(X)
         offsets, pad, window, grid, mode, eps_n, eps_hist = self._grid_setup(
             d, bounds, epsilon, alpha, eta, share)
@@ -425,6 +486,10 @@ class DPDBSCAN(PrivateClusterMixin):
         self.privacy_report_ = report
         self._close_plan(plan, report, accountant)
         self.labels_ = self._labels_of(X)  # the validated raw input, not the clipped copy
+        if n_clusters == 0:
+            warnings.warn(_no_cluster_warning(d, eta, grid.width, self.kappa_core_, core_t,
+                                              min_pts, released.threshold), UserWarning,
+                          stacklevel=2)
         return self
 
     def _grid_setup(self, d, bounds, epsilon, alpha, eta, share):
@@ -432,6 +497,7 @@ class DPDBSCAN(PrivateClusterMixin):
         offsets NB and their pad, the core test's window (a subset of NB; merging and border
         points keep NB, Sec. 5.3), the grid, the histogram mode and the budget split
         ``(offsets, pad, window, grid, mode, eps_n, eps_hist)`` (also the planner's)."""
+        check_dimension(d, eta)
         offsets = neighbour_offsets(d, eta)
         pad = int(np.abs(offsets).max())
         window = core_offsets(d, eta, self.core_radius)
@@ -574,6 +640,13 @@ class DPDBSCAN(PrivateClusterMixin):
     def _check_fitted(self):
         if not hasattr(self, "span_cells_"):
             raise_not_fitted(self)
+
+    @property
+    def score(self):
+        """DPDBSCAN publishes density spans, not centres: there is no cost to score, so it has
+        no ``score`` (scikit-learn's tools then ask for ``scoring=``)."""
+        raise AttributeError("DPDBSCAN has no score: it publishes density spans, not centres; "
+                             "give scikit-learn's tools a scoring= of your own")
 
     def predict(self, X):
         """Span of every point (-1: in no span, or outside the public bounds).

@@ -36,7 +36,7 @@ import os
 import re
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import MISSING, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +45,7 @@ import numpy as np
 from ..cluster import MorseMerging
 from ..cluster._base import check_bounds, is_private_bounds
 from ..privacy import Budget, PrivacyLeakWarning, PrivacyReport, Release
+from . import _fields
 from ._json import dumps, jsonable, tuples
 
 __all__ = [
@@ -192,9 +193,10 @@ def _params_from_dict(cls: type, params: dict) -> dict:
     }
     unknown = sorted(set(params) - valid)
     if unknown:
+        more = f" and {len(unknown) - 3} more" if len(unknown) > 3 else ""
         raise ModelFormatError(
-            f"unknown parameter(s) {', '.join(map(repr, unknown))} for {cls.__name__}; the file "
-            "may come from a different privclust version"
+            f"unknown parameter(s) {', '.join(map(_fields.short, unknown[:3]))}{more} for "
+            f"{cls.__name__}; the file may come from a different privclust version"
         )
     out = {
         k: tuples(v) for k, v in params.items() if k not in ("random_state", *_NOT_SAVED_PARAMS)
@@ -220,25 +222,14 @@ def privacy_report_from_dict(d: dict) -> PrivacyReport:
     if not isinstance(d, dict):
         raise ModelFormatError('"privacy_report" must be a JSON object')
     try:
-        planned = d["planned"]
-        report = PrivacyReport(
-            estimator=str(d["estimator"]),
-            planned=Budget(float(planned["epsilon"]), float(planned["delta"])),
-            random_source=str(d.get("random_source", "")),
-            zcdp_delta=float(d.get("zcdp_delta") or 0.0),
-            notes=[str(n) for n in d.get("notes", [])],
-            unspent=[(str(u["item"]), float(u["epsilon"]), str(u["reason"]))
-                     for u in d.get("unspent", [])],
-            plan=[dict(i) for i in d.get("plan", [])],
-            delta_reserved=float(d.get("delta_reserved") or 0.0),
-        )
-        names = {f.name for f in fields(Release)}
-        for r in d.get("releases", []):
-            kwargs = {k: v for k, v in r.items() if k in names}
-            report.add(_checked_release(Release(**kwargs)))
+        report = _report_fields(d)
+        for i, r in enumerate(_list_of(d, "releases", dict, "JSON objects")):
+            report.add(_checked_release(_release(r, i)))
         total = report.total()
-    except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
+    except KeyError as exc:
         raise ModelFormatError(f"the privacy report is malformed: {_describe(exc)}") from None
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise ModelFormatError(f"the privacy report is malformed: {_cut(exc)}") from None
     if "private" in d and bool(d["private"]) != report.private:
         raise ModelFormatError(
             f'the privacy report says "private": {str(bool(d["private"])).lower()} but its '
@@ -253,30 +244,82 @@ def privacy_report_from_dict(d: dict) -> PrivacyReport:
     return report
 
 
+def _list_of(d: dict, key: str, kind, words: str) -> list:
+    """``d[key]`` (absent: empty), a list whose entries are all ``kind``."""
+    v = d.get(key, [])
+    if not isinstance(v, list) or not all(isinstance(x, kind) for x in v):
+        raise ValueError(f'"{key}" must be a list of {words}, got {_fields.short(v)}')
+    return v
+
+
+def _report_fields(d: dict) -> PrivacyReport:
+    """The report without its releases, every field checked."""
+    planned = _fields.section(d, "planned")
+    eps = _fields.number(planned, "epsilon", lo=0, where="planned")
+    delta = _fields.number(planned, "delta", lo=0, where="planned")
+    if delta >= 1:
+        raise ValueError(f'"planned.delta" must be below 1, got {_fields.short(delta)}')
+    unspent = []
+    for u in _list_of(d, "unspent", dict, "JSON objects"):
+        unspent.append((_fields.text(u, "item", where="unspent"),
+                        _fields.number(u, "epsilon", lo=0, where="unspent"),
+                        _fields.text(u, "reason", where="unspent")))
+    optional = {k: _fields.number(d, k, lo=0, nullable=True) or 0.0 if k in d else 0.0
+                for k in ("zcdp_delta", "delta_reserved")}
+    return PrivacyReport(
+        estimator=_fields.text(d, "estimator"),
+        planned=Budget(eps, delta),
+        random_source=_fields.text(d, "random_source") if "random_source" in d else "",
+        zcdp_delta=optional["zcdp_delta"],
+        notes=list(_list_of(d, "notes", str, "text")),
+        unspent=unspent,
+        plan=[dict(i) for i in _list_of(d, "plan", dict, "JSON objects")],
+        delta_reserved=optional["delta_reserved"],
+    )
+
+
+def _release(r: dict, i: int) -> Release:
+    """One release of the report; its required fields must be there."""
+    names = {f.name for f in fields(Release)}
+    for f in fields(Release):
+        if f.default is MISSING and f.name not in r:
+            raise ValueError(f'release {i} has no "{f.name}" field (every release names its '
+                             "mechanism and target)")
+    return Release(**{k: v for k, v in r.items() if k in names})
+
+
+def _nonneg_number(v) -> bool:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return False
+    try:
+        return math.isfinite(v) and v >= 0
+    except OverflowError:  # a whole number of hundreds of digits
+        return False
+
+
 def _checked_release(r: Release) -> Release:
+    short = _fields.short
     for name in ("mechanism", "target", "note", "item"):
         if not isinstance(getattr(r, name), str):
-            raise ValueError(f"a release's {name} must be text, got {getattr(r, name)!r:.60}")
+            raise ValueError(f"a release's {name} must be text, got {short(getattr(r, name))}")
+    target = short(r.target)
     if not isinstance(r.private, bool):
-        raise ValueError(f"release {r.target!r:.60} has private={r.private!r:.30}; it must be "
-                         "true or false")
-    if isinstance(r.n_released, bool) or not isinstance(r.n_released, int) or r.n_released < 0:
-        raise ValueError(f"release {r.target!r:.60} has n_released={r.n_released!r:.30}; it must "
-                         "be a whole number >= 0")
+        raise ValueError(f"release {target} has private={short(r.private)}; it must be true or "
+                         "false")
+    if isinstance(r.n_released, bool) or not isinstance(r.n_released, int) or not (
+            0 <= r.n_released <= 2**62):
+        raise ValueError(f"release {target} has n_released={short(r.n_released)}; it must be a "
+                         "whole number >= 0")
     for name in ("sensitivity", "scale"):
         v = getattr(r, name)
-        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))
-                              or not (math.isfinite(v) and v >= 0)):
-            raise ValueError(f"release {r.target!r:.60} has {name}={v!r:.30}; it must be a "
-                             "number >= 0")
+        if v is not None and not _nonneg_number(v):
+            raise ValueError(f"release {target} has {name}={short(v)}; it must be a number >= 0")
     for name in ("epsilon", "delta", "rho"):
         v = getattr(r, name)
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not (
-            math.isfinite(v) and v >= 0
-        ):
-            raise ValueError(f"release {r.target!r} has {name}={v!r}; it must be a number >= 0")
+        if not _nonneg_number(v):
+            raise ValueError(f"release {target} has {name}={short(v)}; it must be a number >= 0")
     if r.delta >= 1:
-        raise ValueError(f"release {r.target!r} has delta={r.delta!r}; it must be < 1")
+        raise ValueError(f"release {target} has delta={short(r.delta)}; it must be < 1")
     return r
 
 
@@ -285,12 +328,71 @@ def _checked_release(r: Release) -> Release:
 # --------------------------------------------------------------------------------------------
 
 
+#: Python's and NumPy's own wording, never passed on as it is
+_INTERNAL = re.compile(
+    r"argument must be|NoneType|object is not|has no attribute|setting an array element|could "
+    r"not convert|unsupported operand|subscriptable|invalid literal|inhomogeneous|__\w+__|"
+    r"\bnp\.|ndarray|dtype|float64|int64|Traceback|positional argument|unexpected keyword|"
+    r"out of bounds for axis|unhashable|cannot be interpreted")
+
+
+def _cut(exc) -> str:
+    """An error's message with long words cut short (a file can hold a 300-digit number)."""
+    text = re.sub(r"\S{41,}", lambda m: m.group(0)[:24] + "..." + m.group(0)[-8:], str(exc))
+    return text if len(text) <= 220 else text[:217] + "..."
+
+
 def _describe(exc: BaseException) -> str:
     if isinstance(exc, KeyError):
-        return f"missing key {exc.args[0]!r}"
+        return f"missing key {_fields.short(exc.args[0])}"
     if isinstance(exc, OverflowError):
         return "a whole-number field holds Infinity or a value too large to be a count"
-    return str(exc)
+    if _INTERNAL.search(str(exc)):
+        return "a field holds a value of the wrong type; the file was edited or is corrupt"
+    return _cut(exc)
+
+
+def _check_params_of(est) -> None:
+    """The stored parameters against the estimator's own checks, before the model section
+    (which reads some of them) is loaded."""
+    check = next((getattr(est, c) for c in ("_check_params", "_check_common")
+                  if hasattr(est, c)), None)
+    if check is None:
+        return
+    unnamed = isinstance(est, MorseMerging) and est.base_estimator is None
+    if unnamed:  # the base is named in the file, not stored: any placeholder passes the check
+        est.base_estimator = "stored by name"
+    try:
+        check()
+    except (ValueError, TypeError, OverflowError) as exc:
+        words = _param_type_hint(est) if _INTERNAL.search(str(exc)) else None
+        raise ModelFormatError(f'"params" are invalid: {words or _describe(exc)}') from None
+    finally:
+        if unnamed:
+            est.base_estimator = None
+
+
+def _param_type_hint(est) -> str | None:
+    """The first parameter whose value is not of its default's kind (a number where the
+    default is a number...), in the file's terms."""
+    for name, p in inspect.signature(type(est).__init__).parameters.items():
+        default, value = p.default, getattr(est, name, None)
+        if name in ("self", "random_state", *_NOT_SAVED_PARAMS) or default is p.empty:
+            continue
+        if isinstance(default, bool):
+            ok, words = isinstance(value, bool), "true or false"
+        elif isinstance(default, (int, float)):
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+            words = "a number"
+        elif isinstance(default, tuple):
+            ok = isinstance(value, tuple) and all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) for v in value)
+            words = "a list of numbers"
+        else:
+            continue
+        if not ok:
+            return f"params.{name} must be {words}, got {_fields.short(value)}"
+    return None
 
 
 def model_to_dict(model) -> dict:
@@ -314,24 +416,27 @@ def model_to_dict(model) -> dict:
 def model_from_dict(d: dict, *, source: str = "the model") -> Any:
     """A fitted estimator (``predict`` works) from :func:`model_to_dict` output."""
     if not isinstance(d, dict) or d.get("format") != FORMAT:
-        found = f' (found "format": {d.get("format")!r})' if isinstance(d, dict) else ""
+        found = (f' (found "format": {_fields.short(d.get("format"))})' if isinstance(d, dict)
+                 else "")
         raise ModelFormatError(
             f'{source} is not a privclust model{found}: expected a JSON object with "format": '
             f'"{FORMAT}", as written by privclust.io.save_model or `privclust cluster --out`'
         )
     version = d.get("version")
     if isinstance(version, bool) or not isinstance(version, int) or version < 1:
-        raise ModelFormatError(f"{source} has an invalid format version {version!r}")
+        raise ModelFormatError(f"{source} has an invalid format version {_fields.short(version)}: "
+                               f"it must be a whole number from 1 to {VERSION}")
     if version > VERSION:
         raise ModelFormatError(
-            f"{source} uses model format version {version}, but this privclust reads up to "
+            f"{source} uses model format version {_fields.short(version)}, but this privclust "
+            "reads up to "
             f"version {VERSION}; upgrade privclust (pip install -U privclust)"
         )
     name = d.get("estimator")
     known = _codecs()
-    if name not in known:
+    if not isinstance(name, str) or name not in known:
         raise ModelFormatError(
-            f"{source} holds an estimator {name!r} this privclust cannot load; known: "
+            f"{source} holds an estimator {_fields.short(name)} this privclust cannot load; known: "
             f"{', '.join(registered_estimators())}"
         )
     codec = known[name]
@@ -340,6 +445,7 @@ def model_from_dict(d: dict, *, source: str = "the model") -> Any:
             raise ModelFormatError(f'{source} is incomplete: no "{key}" section')
     try:
         est = codec.cls(**_params_from_dict(codec.cls, d["params"]))
+        _check_params_of(est)
     except ModelFormatError as exc:
         raise ModelFormatError(f"{source}: {exc}") from None
     section = d["model"]
@@ -385,15 +491,8 @@ def _load_private_bounds(est, section: dict) -> None:
 
 
 def _check_loaded(est) -> None:
-    """The loaded model against its own invariants: parameters an estimator would accept,
-    ordered bounds, finite centres inside them."""
-    for check in ("_check_params", "_check_common"):
-        if hasattr(est, check) and not isinstance(est, MorseMerging):
-            try:
-                getattr(est, check)()
-            except (ValueError, TypeError) as exc:
-                raise ModelFormatError(f'"params" are invalid: {_describe(exc)}') from None
-            break
+    """The loaded model against its own invariants: ordered bounds, finite centres inside
+    them (the parameters are checked before the model section is read)."""
     d = getattr(est, "n_features_in_", None)
     bounds = getattr(est, "bounds", None)
     rows = is_private_bounds(bounds)

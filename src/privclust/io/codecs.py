@@ -10,6 +10,7 @@ codec, and :data:`CENTRES` serves every centre model (the k-means family and the
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -18,6 +19,8 @@ import numpy as np
 
 from ..cluster import SplitTree
 from ..cluster._base import check_bounds
+from ..cluster.dbscan import check_dimension
+from . import _fields as _f
 from ._json import jsonable
 
 __all__ = ["CENTRES", "DBSCAN_CODEC", "DPM_CODEC", "MIXTURE_CODEC", "MORSE_CODEC", "Codec"]
@@ -31,12 +34,14 @@ class Codec:
     load: Callable[[Any, dict], None]
 
 
-def _array(m: dict, key: str, dtype, shape) -> np.ndarray:
-    """``m[key]`` as an array of ``shape`` (-1 allowed once), with a clear error if it is not."""
+def _bounds(m: dict, d: int, where: str = "") -> np.ndarray:
+    """The (d, 2) bounds a fitted model stores, as one (lo, hi) row per feature."""
+    raw = _f.array(m, "bounds", "float", (d, 2), names=("d", 2), where=where, finite=True)
     try:
-        return np.asarray(m[key], dtype=dtype).reshape(shape)
-    except ValueError:
-        raise ValueError(f"{key} has the wrong shape (expected {shape})") from None
+        return check_bounds(raw, d, rows=True)
+    except ValueError as exc:
+        raise ValueError(f'"bounds" must hold one (lo, hi) row per feature with lo < hi: '
+                         f"{_f.short(str(exc))}") from None
 
 
 # ------------------------------------------------------------------------------- centre models
@@ -56,22 +61,20 @@ def _dpm_dump(model) -> dict:
 
 def _load_centres(m: dict) -> tuple[int, np.ndarray, np.ndarray]:
     """``(d, centres (k, d), noisy sizes (k,))`` of a centre model's section, validated."""
-    d = int(m["n_features_in"])
-    if d < 1:
-        raise ValueError(f"n_features_in must be >= 1, got {d}")
-    centres = np.asarray(m["cluster_centers"], dtype=float)
-    if centres.size == 0:
-        centres = centres.reshape(0, d)
-    if centres.ndim != 2 or centres.shape[1] != d:
-        raise ValueError(f"cluster_centers has shape {centres.shape}, expected (k, {d})")
+    d = _f.whole(m, "n_features_in", lo=1)
+    raw = _f.get(m, "cluster_centers")
+    centres = _f.array(m, "cluster_centers", "float", (-1, d) if raw else (0, d),
+                       names=("k", d))
     if not np.isfinite(centres).all():
-        raise ValueError("cluster_centers holds non-finite values")
+        raise ValueError("cluster_centers holds non-finite values (null, Infinity or values "
+                         "too large for a float)")
     k = centres.shape[0]
-    sizes = np.asarray(m["cluster_sizes"], dtype=np.int64).reshape(-1)
+    sizes = _f.array(m, "cluster_sizes", "int", (-1,))
     if sizes.shape != (k,):
         raise ValueError(f"cluster_sizes has {sizes.size} entries for {k} centres")
-    if int(m["n_clusters"]) != k:
-        raise ValueError(f"n_clusters is {m['n_clusters']} but there are {k} centres")
+    n_clusters = _f.whole(m, "n_clusters", lo=0)
+    if n_clusters != k:
+        raise ValueError(f"n_clusters is {n_clusters} but there are {k} centres")
     return d, centres, sizes
 
 
@@ -82,6 +85,9 @@ def _check_tree(tree: SplitTree, d: int) -> None:
     for i in range(n):
         f, left, right = int(tree.feature[i]), int(tree.left[i]), int(tree.right[i])
         if left < 0 and right < 0:
+            if f != -1:
+                raise ValueError(f"split_tree node {i} is a leaf (no children) but splits on "
+                                 f"feature {f}; a leaf has feature -1")
             continue
         if not 0 <= f < d:
             raise ValueError(f"split_tree node {i} splits on feature {f}, but the model has {d}")
@@ -95,28 +101,12 @@ def _check_tree(tree: SplitTree, d: int) -> None:
 def _dpm_load(est, m: dict) -> None:
     d, centres, sizes = _load_centres(m)
     k = centres.shape[0]
-    tree = SplitTree.from_dict(m["split_tree"])
-    n_nodes = tree.n_nodes
-    for name in (
-        "threshold",
-        "left",
-        "right",
-        "depth",
-        "n_hat",
-        "box_lo",
-        "box_hi",
-        "halt_reason",
-        "leaf_index",
-    ):
-        if len(getattr(tree, name)) != n_nodes:
-            raise ValueError(
-                f"split_tree.{name} has {len(getattr(tree, name))} entries, expected {n_nodes}"
-            )
+    tree = _split_tree(m, d)
     _check_tree(tree, d)
     leaf_ids = sorted(tree.leaf_index[i] for i in tree.leaves())
-    if n_nodes and leaf_ids != list(range(k)):
+    if (tree.n_nodes or k) and leaf_ids != list(range(k)):
         raise ValueError(f"split_tree has {len(leaf_ids)} leaves for {k} centres")
-    interval = np.asarray(m["interval_size"], dtype=float).reshape(-1)
+    interval = _f.array(m, "interval_size", "float", (-1,))
     if interval.shape != (d,):
         raise ValueError(f"interval_size has {interval.size} entries, expected {d}")
     est.cluster_centers_ = centres
@@ -124,10 +114,28 @@ def _dpm_load(est, m: dict) -> None:
     est.n_clusters_ = k
     est.split_tree_ = tree
     est.interval_size_ = interval
-    est.n_split_candidates_ = int(m["n_split_candidates"])
-    est.min_cluster_size_ = float(m["min_cluster_size"])
-    est.delta_ = float(m["delta"])
+    est.n_split_candidates_ = _f.whole(m, "n_split_candidates", lo=0)
+    est.min_cluster_size_ = _f.number(m, "min_cluster_size", lo=0)
+    est.delta_ = _f.number(m, "delta", lo=0)
     est.n_features_in_ = d
+
+
+def _split_tree(m: dict, d: int) -> SplitTree:
+    """The split tree, every list checked: one entry per node, numbers where numbers belong."""
+    t = _f.section(m, "split_tree")
+    where = "split_tree"
+    n = _f.array(t, "feature", "int", (-1,), where=where).size
+    for name in ("left", "right", "depth", "n_hat", "leaf_index"):
+        _f.array(t, name, "int", (n,), names=("one per node",), where=where)
+    _f.array(t, "threshold", "float", (n,), names=("one per node",), where=where)
+    for name in ("box_lo", "box_hi"):
+        _f.array(t, name, "float", (n, d), names=("one per node", d), where=where)
+    reasons = _f.get(t, "halt_reason", where)
+    if not (isinstance(reasons, list) and len(reasons) == n
+            and all(isinstance(r, str) for r in reasons)):
+        raise ValueError(f'"split_tree.halt_reason" must be a list of text, one per node, got '
+                         f"{_f.short(reasons)}")
+    return SplitTree.from_dict(t)
 
 
 
@@ -149,9 +157,7 @@ def _kmeans_dump(model) -> dict:
 
 def _kmeans_load(est, m: dict) -> None:
     d, centres, sizes = _load_centres(m)
-    n_iter = int(m["n_iter"])
-    if n_iter < 0:
-        raise ValueError(f"n_iter must be >= 0, got {n_iter}")
+    n_iter = _f.whole(m, "n_iter", lo=0)
     est.cluster_centers_ = centres
     est.cluster_sizes_ = sizes
     est.n_clusters_ = centres.shape[0]
@@ -188,40 +194,52 @@ def _dbscan_dump(model) -> dict:
 
 
 def _dbscan_load(est, m: dict) -> None:
-    g = m["grid"]
-    shape = np.asarray(g["shape"], dtype=np.int64).reshape(-1)
+    g = _f.section(m, "grid")
+    shape = _f.array(g, "shape", "int", (-1,), where="grid")
     d = shape.size
     if d < 1 or (shape < 1).any():
-        raise ValueError(f"grid shape {shape.tolist()} is not a grid")
-    est.bounds_ = check_bounds(m["bounds"], d, rows=True)
-    est.grid_origin_ = _array(g, "origin", float, (d,))
-    est.cell_width_ = float(g["cell_width"])
-    if not (np.isfinite(est.cell_width_) and est.cell_width_ > 0):
-        raise ValueError(f"cell_width must be a positive number, got {g['cell_width']!r}")
+        raise ValueError(f'"grid.shape" must list the cells per feature (each at least 1), '
+                         f"got {_f.short(shape.tolist())}")
+    check_dimension(d, est.eta)
+    n_cells = math.prod(int(s) for s in shape)
+    if n_cells >= 2**62 or _f.whole(g, "n_cells", lo=1, where="grid") != n_cells:
+        raise ValueError(f'"grid.n_cells" must be the product of "grid.shape" ({n_cells:.4g}, '
+                         "at most 2^62)")
+    est.bounds_ = _bounds(m, d)
+    est.grid_origin_ = _f.array(g, "origin", "float", (d,), names=("d",), where="grid",
+                                finite=True)
+    est.cell_width_ = _f.number(g, "cell_width", positive=True, where="grid")
     est.grid_shape_ = shape
-    est.n_cells_ = int(g["n_cells"])
-    est.kappa_ = int(g["kappa"])
+    est.n_cells_ = n_cells
+    est.kappa_ = _f.whole(g, "kappa", lo=1, where="grid")
     # files written before the core window was an option used NB at radius eps
-    est.kappa_core_ = int(g.get("kappa_core", g["kappa"]))
-    est.core_radius_ = float(g.get("core_radius", est.eps))
-    est.histogram_ = str(m["histogram"])
-    est.n_hat_ = m["n_hat"]
-    est.threshold_ = m["threshold"]
-    cells = _array(m, "span_cells", np.int64, (-1, d))
+    est.kappa_core_ = _f.whole(g, "kappa_core", lo=1, where="grid") if "kappa_core" in g \
+        else est.kappa_
+    est.core_radius_ = (_f.number(g, "core_radius", positive=True, where="grid")
+                        if "core_radius" in g else float(est.eps))
+    est.histogram_ = _f.text(m, "histogram", ("dense", "sparse"))
+    est.n_hat_ = None if _f.get(m, "n_hat") is None else _f.whole(m, "n_hat")
+    est.threshold_ = _f.number(m, "threshold", nullable=True)
+    cells = _f.array(m, "span_cells", "int", (-1, d), names=("one per core cell", d))
     if cells.size and ((cells < 0).any() or (cells >= shape).any()):
-        raise ValueError("span_cells lie outside the grid")
-    labels = _array(m, "span_labels", np.int64, (-1,))
-    est.n_clusters_ = int(m["n_clusters"])
+        raise ValueError('"span_cells" lie outside the grid: each must be a cell of "grid.shape" '
+                         "(counted from 0)")
+    labels = _f.array(m, "span_labels", "int", (-1,))
+    est.n_clusters_ = _f.whole(m, "n_clusters", lo=0)
     if labels.size != cells.shape[0] or (labels.size and not (
             0 <= labels.min() and labels.max() < est.n_clusters_)):
         raise ValueError("span_labels do not match span_cells and n_clusters")
     est.span_cells_, est.span_labels_ = cells, labels
     est.n_features_in_ = d
-    gu = dict(m["guarantee"])
-    est.rho_, est.tau_, est.beta_ = gu["rho"], gu["tau"], gu["beta"]
-    est.gamma_lower_, est.gamma_upper_ = gu["gamma_lower"], gu["gamma_upper"]
-    est.min_samples_effective_ = gu["min_samples_effective"]
-    est.guarantee_ = gu
+    gu = _f.section(m, "guarantee")
+    values = {k: _f.number(gu, k, where="guarantee") for k in (
+        "rho", "tau", "beta", "gamma_lower", "gamma_upper", "min_samples_effective")}
+    est.rho_, est.tau_, est.beta_ = values["rho"], values["tau"], values["beta"]
+    est.gamma_lower_, est.gamma_upper_ = values["gamma_lower"], values["gamma_upper"]
+    est.min_samples_effective_ = values["min_samples_effective"]
+    if "statement" in gu:
+        _f.text(gu, "statement", where="guarantee")
+    est.guarantee_ = dict(gu)
     est._restore()
 
 
@@ -246,17 +264,27 @@ def _mixture_dump(model) -> dict:
 
 def _mixture(m: dict) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
     """``(d, weights, means, covariances)`` of a mixture section, validated."""
-    d = int(m["n_features_in"])
-    if d < 1:
-        raise ValueError(f"n_features_in must be >= 1, got {d}")
-    means = _array(m, "means", float, (-1, d))
+    d = _f.whole(m, "n_features_in", lo=1)
+    means = _f.array(m, "means", "float", (-1, d), names=("k", d), finite=True)
     k = means.shape[0]
-    weights = _array(m, "weights", float, (k,))
-    covs = _array(m, "covariances", float, (k, d, d))
-    if not (np.isfinite(means).all() and np.isfinite(covs).all() and (weights >= 0).all()):
-        raise ValueError("the mixture holds non-finite values or negative weights")
-    np.linalg.cholesky(covs)  # raises LinAlgError (a ValueError) if not positive definite
+    weights = _f.array(m, "weights", "float", (k,), names=("k",), finite=True)
+    covs = _f.array(m, "covariances", "float", (k, d, d), names=("k", d, d), finite=True)
+    if (weights < 0).any():
+        raise ValueError('"weights" must be numbers >= 0')
+    _check_covariances(covs)
     return d, weights, means, covs
+
+
+def _check_covariances(covs: np.ndarray) -> None:
+    """Symmetric positive definite matrices, as every released covariance is."""
+    scale = float(np.abs(covs).max(initial=0.0))
+    if not np.allclose(covs, np.swapaxes(covs, -1, -2), rtol=1e-6, atol=1e-9 * scale):
+        raise ValueError('"covariances" must be symmetric matrices')
+    try:
+        np.linalg.cholesky(covs)
+    except np.linalg.LinAlgError:
+        raise ValueError('"covariances" must be positive definite matrices (each a valid '
+                         "covariance)") from None
 
 
 def _mixture_load(est, m: dict) -> None:
@@ -264,13 +292,13 @@ def _mixture_load(est, m: dict) -> None:
     k = means.shape[0]
     est.weights_, est.means_, est.covariances_ = weights, means, covs
     est.cluster_centers_ = means
-    est.noisy_counts_ = _array(m, "noisy_counts", float, (k,))
-    est.active_components_ = _array(m, "active_components", bool, (k,))
+    est.noisy_counts_ = _f.array(m, "noisy_counts", "float", (k,), names=("k",))
+    est.active_components_ = _f.array(m, "active_components", "bool", (k,), names=("k",))
     est.n_components_ = k
-    est.sigma_ = float(m["sigma"])
-    est.delta_ = float(m["delta"])
-    est.bounds_ = check_bounds(m["bounds"], d, rows=True)
-    est.n_iter_ = int(m["n_iter"])
+    est.sigma_ = _f.number(m, "sigma", lo=0)
+    est.delta_ = _f.number(m, "delta", lo=0)
+    est.bounds_ = _bounds(m, d)
+    est.n_iter_ = _f.whole(m, "n_iter", lo=0)
     est.n_features_in_ = d
 
 
@@ -303,43 +331,81 @@ def _morse_dump(model) -> dict:
 
 
 def _morse_load(est, m: dict) -> None:
-    d = int(m["n_features_in"])
-    est.weights_ = _array(m, "weights", float, (-1,))
+    d = _f.whole(m, "n_features_in", lo=1)
+    est.weights_ = _f.array(m, "weights", "float", (-1,), finite=True)
     k0 = est.weights_.size
-    est.means_ = _array(m, "means", float, (k0, d))
-    est.covariances_ = _array(m, "covariances", float, (k0, d, d))
-    est.bounds_ = None if m["bounds"] is None else check_bounds(m["bounds"], d, rows=True)
+    est.means_ = _f.array(m, "means", "float", (k0, d), names=("k0", d), finite=True)
+    est.covariances_ = _f.array(m, "covariances", "float", (k0, d, d), names=("k0", d, d),
+                                finite=True)
+    if (est.weights_ < 0).any() or not (est.weights_ > 0).any():
+        raise ValueError('"weights" must be numbers >= 0, at least one of them > 0')
+    live = est.weights_ > 0
+    cov = est.covariances_[live]
+    _check_covariances(0.5 * (cov + np.swapaxes(cov, 1, 2)))
+    est.bounds_ = None if _f.get(m, "bounds") is None else _bounds(m, d)
     est.n_features_in_ = d
-    est.base_assignment_ = str(m.get("base_assignment", "likelihood"))
-    if est.base_assignment_ not in ("likelihood", "nearest"):
-        raise ValueError(
-            f"base_assignment must be 'likelihood' or 'nearest', got {est.base_assignment_!r}"
-        )
-    est.n_clusters_ = int(m["n_clusters"])
+    est.base_assignment_ = (_f.text(m, "base_assignment", ("likelihood", "nearest"))
+                            if "base_assignment" in m else "likelihood")
+    est.n_clusters_ = _f.whole(m, "n_clusters")
     if est.n_clusters_ < 1:
         raise ValueError(f"n_clusters must be >= 1, got {est.n_clusters_}")
-    est.component_labels_ = _array(m, "component_labels", np.int64, (k0,))
+    est.component_labels_ = _f.array(m, "component_labels", "int", (k0,), names=("k0",))
     if k0 and not (0 <= est.component_labels_.min() <= est.component_labels_.max()
                    < est.n_clusters_):
         raise ValueError(f"component_labels must lie in [0, {est.n_clusters_}) (one cluster "
                          "label per component)")
-    if not (np.isfinite(est.means_).all() and np.isfinite(est.covariances_).all()
-            and np.isfinite(est.weights_).all()):
-        raise ValueError("weights, means and covariances must be finite numbers")
     if est.bounds_ is not None and k0 and (
             (est.means_ < est.bounds_[:, 0]).any() or (est.means_ > est.bounds_[:, 1]).any()):
         raise ValueError("means lie outside the model's bounds; the file was edited")
-    est.sevs_ = _array(m, "sevs", float, (-1, d))
-    est.sev_labels_ = _array(m, "sev_cluster", np.int64, (-1,))
-    if est.sev_labels_.size != est.sevs_.shape[0]:
-        raise ValueError("sev_cluster and sevs differ in length")
-    est.tevs_ = _array(m, "tevs", float, (-1, d))
-    est.tev_values_ = _array(m, "tev_values", float, (-1,))
-    est.tev_edges_ = _array(m, "tev_edges", np.int64, (-1, 2))
-    est.linkage_ = _array(m, "linkage", float, (-1, 4))
-    est.leaves_ = _array(m, "leaves", np.int64, (-1,))
-    est.n_fallback_merges_ = int(m["n_fallback_merges"])
+    _morse_structure(est, m, d, k0)
     est._restore()
+
+
+def _morse_structure(est, m: dict, d: int, k0: int) -> None:
+    """The equilibria, the TEV graph and the merge hierarchy, checked against each other."""
+    est.sevs_ = _f.array(m, "sevs", "float", (-1, d), names=(None, d), finite=True)
+    n_sevs = est.sevs_.shape[0]
+    est.sev_labels_ = _f.array(m, "sev_cluster", "int", (-1,))
+    if est.sev_labels_.size != n_sevs:
+        raise ValueError("sev_cluster and sevs differ in length")
+    if n_sevs and not (-2 <= est.sev_labels_.min() and est.sev_labels_.max() < est.n_clusters_):
+        raise ValueError(f'"sev_cluster" must hold cluster labels in [0, {est.n_clusters_}) '
+                         "(or -2: a basin shared by clusters)")
+    est.tevs_ = _f.array(m, "tevs", "float", (-1, d), names=(None, d))
+    est.tev_values_ = _f.array(m, "tev_values", "float", (-1,))
+    est.tev_edges_ = _f.array(m, "tev_edges", "int", (-1, 2))
+    if est.tev_edges_.size and not (0 <= est.tev_edges_.min() and est.tev_edges_.max() < n_sevs):
+        raise ValueError(f'"tev_edges" must be pairs of SEV indices in [0, {n_sevs}) (one row '
+                         'of "sevs" each, counted from 0)')
+    est.leaves_ = _f.array(m, "leaves", "int", (-1,))
+    n_leaves = est.leaves_.size
+    if n_leaves and (est.leaves_.min() < 0 or est.leaves_.max() >= k0
+                     or np.unique(est.leaves_).size != n_leaves):
+        raise ValueError(f'"leaves" must be distinct component indices in [0, {k0}) (counted '
+                         "from 0)")
+    est.linkage_ = _f.array(m, "linkage", "float", (-1, 4), names=("number of leaves - 1", 4),
+                            finite=True)
+    _check_linkage(est.linkage_, n_leaves)
+    est.n_fallback_merges_ = _f.whole(m, "n_fallback_merges", lo=0)
+
+
+def _check_linkage(Z: np.ndarray, n_leaves: int) -> None:
+    """A merge table over ``n_leaves`` leaves: row i merges two of the leaves (0..n-1) or
+    earlier merges (n + j, j < i), each once, at a height >= 0, with its number of leaves."""
+    from scipy.cluster.hierarchy import is_valid_linkage
+
+    rows = max(n_leaves - 1, 0)
+    ids = Z[:, :2]
+    ok = Z.shape[0] == rows and (ids == np.round(ids)).all() and (Z[:, 2] >= 0).all()
+    if ok and rows:
+        ok = bool((ids.max(axis=1) < n_leaves + np.arange(rows)).all()
+                  and is_valid_linkage(Z, warning=False, throw=False))
+    if not ok:
+        raise ValueError(
+            f'"linkage" must be a merge table of {rows} rows [a, b, height, size] for '
+            f"{n_leaves} leaves: a and b a leaf (0 to {max(n_leaves - 1, 0)}) or an earlier "
+            "merge, each used once, height >= 0; the file was edited"
+        )
 
 
 MORSE_CODEC = Codec(_morse_dump, _morse_load)

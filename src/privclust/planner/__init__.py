@@ -31,10 +31,13 @@ from ..cluster._base import check_bounds, is_private_bounds
 from ..cluster.dbscan import DPDBSCAN
 from ..cluster.dpm import DPM
 from ..cluster.mixture import DPGaussianMixture
-from . import _dpm, _families
+from . import _dpm, _families, _verdict
 
 __all__ = ["FitPlan", "plan", "plot_quality_curve", "quality_curve"]
 
+#: family -> the plan's verdict line at one n (:mod:`._verdict`)
+_VERDICTS = {"dpm": _verdict.verdict_dpm, "dbscan": _verdict.verdict_dbscan,
+             "kmeans": _verdict.verdict_centres, "mixture": _verdict.verdict_mixture}
 #: family -> (plan fields at one n, description in words, default quality metric)
 _FAMILIES = {
     "dpm": (_dpm.plan_dpm, _dpm.describe_dpm, "expected_clusters"),
@@ -65,6 +68,8 @@ class FitPlan:
     ends: list = field(default_factory=list)
     can: list = field(default_factory=list)
     cannot: list = field(default_factory=list)
+    #: one plain line per ``n``: noise-dominated, marginal or usable, from the figures above
+    verdict: list = field(default_factory=list)
 
     def __getattr__(self, name):
         ends = self.__dict__.get("ends") or []
@@ -85,7 +90,7 @@ class FitPlan:
             "d": self.d, "epsilon": self.epsilon, "delta": self.delta,
             "given_clusters": self.given_clusters,
             "at_n": [{"n": n, **e} for n, e in zip(self.n, self.ends, strict=True)],
-            "can": self.can, "cannot": self.cannot,
+            "can": self.can, "cannot": self.cannot, "verdict": self.verdict,
         })
 
     def __str__(self) -> str:
@@ -95,11 +100,14 @@ class FitPlan:
                 + ("" if self.given_clusters is None
                    else f", {self.given_clusters} clusters expected"))
         lines = [head]
-        for n, can, cannot in zip(self.n, self.can, self.cannot, strict=True):
+        verdicts = self.verdict or [None] * len(self.n)
+        for n, can, cannot, verdict in zip(self.n, self.can, self.cannot, verdicts, strict=True):
             if len(self.n) > 1:
                 lines.append(f"at n = {n:,.0f}:")
             lines += ["  can find: " + c for c in can]
             lines += ["  cannot find: " + c for c in cannot]
+            if verdict:
+                lines.append("  " + verdict)
         return "\n".join(lines)
 
 
@@ -207,6 +215,8 @@ def plan(estimator, n, *, d=None, expected_clusters=None) -> FitPlan:
         epsilon=float(estimator.epsilon), delta=getattr(estimator, "delta", None),
         given_clusters=expected_clusters, ends=ends,
         can=[w[0] for w in words], cannot=[w[1] for w in words],
+        verdict=[_VERDICTS[family](e, m, float(estimator.epsilon), expected_clusters)
+                 for e, m in zip(ends, ns, strict=True)],
     )
 
 

@@ -23,6 +23,7 @@ import numpy as np
 
 from ..cluster.dpm import _GAP_PERCENTILE, gap_percentile_constant
 from ..privacy import gaussian_sigma, rule_delta
+from ._verdict import records
 
 #: in a node of m clusters the split is one of at most this many cluster ranks (m up to 2^20)
 _MAX_RANKS = 48
@@ -148,6 +149,10 @@ def plan_dpm(est, n: float, d: int, bounds: np.ndarray, expected_clusters) -> di
         "alpha_cut_share": c_top / alpha,
         "delta_used": delta_used,
         "leaf_average_sigma": sigma_avg,
+        # a leaf of n / (expected leaves) records: its centre's error per coordinate as a share
+        # of the narrowest feature's range
+        "relative_centre_error": float(sigma_avg / max(n / max(leaves, 1.0), 1.0)
+                                       / float(width.min())),
         "interval_fraction_if_uniform": _interval_fraction_uniform(n),
     }
 
@@ -174,18 +179,18 @@ def describe_dpm(f: dict, n: float, expected_clusters) -> tuple[list[str], list[
     k_txt = (f"the {expected_clusters} clusters you expect" if expected_clusters
              else f"up to {f['max_leaves']} clusters")
     can = [
-        f"separates clusters of at least tau_e = {tau:.0f} records (min_cluster_size_)",
+        f"separates clusters of at least tau_e = {records(tau)} (min_cluster_size_)",
         f"of {k_txt}, about {f['expected_clusters']:.1f} expected, over about "
         f"{f['expected_levels']} levels",
         f"counts per level are off by about {f['count_noise_sd_per_level'][0]:.0f} (root) to "
-        f"{f['count_noise_sd_per_level'][-1]:.0f} (deepest level) records",
+        f"{records(f['count_noise_sd_per_level'][-1])} (deepest level)",
         f"a leaf of m records has its centre off by about {f['leaf_average_sigma']:.3g} / m "
         "per coordinate (at most; less once budget of unreached levels moves to the averages)",
     ]
     halts = f["split_halt_probability_per_level"]
     worst = int(np.argmax(halts)) if halts else 0
     cannot = [
-        f"no cluster below {tau:.0f} records, and at most {f['max_leaves']} leaves",
+        f"no cluster below {records(tau)}, and at most {f['max_leaves']} leaves",
         f"a cut through a cluster holding under {100 * f['alpha_cut_share']:.0f}% of a node's "
         "records still outscores an empty outer interval (alpha constraint: raise alpha to "
         "avoid such cuts)",

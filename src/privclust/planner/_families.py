@@ -25,6 +25,7 @@ from ..privacy import PrivacyPlan
 from ..privacy.histogram import sparse_threshold
 from ..privacy.plan import NOISY_N_SHARE
 from ._dpm import geometric_sd
+from ._verdict import records
 
 CENTRE_CLASSES = (DPLloyd, _ConvergentKMeans, HSTKMeans, EMMC, DPCube, LSHSplits)
 
@@ -75,15 +76,15 @@ def describe_dbscan(f: dict, n: float, expected_clusters) -> tuple[list[str], li
     can = [
         f"grid of {f['n_cells']:.4g} cells of width {f['cell_width']:.4g} ({f['histogram']} "
         f"histogram{thr})",
-        f"a region with at least MinPts' = {f['min_samples_effective']:.1f} records in a "
-        f"{f['kappa_core']}-cell window (about {f['min_cell_density']:.1f} records per cell) "
+        f"a region with at least MinPts' = {records(f['min_samples_effective'])} in a "
+        f"{f['kappa_core']}-cell window (about {records(f['min_cell_density'])} per cell) "
         "is core (with probability 1 - beta)",
     ]
     if f["expected_clusters"] is not None:
-        can.append(f"of {expected_clusters} clusters of about {n / expected_clusters:.0f} "
-                   f"records, about {f['expected_clusters']:.0f} can hold a core window")
+        can.append(f"of {expected_clusters} clusters of about {records(n / expected_clusters)}"
+                   f", about {f['expected_clusters']:.0f} can hold a core window")
     cannot = [
-        f"no window with fewer than {f['core_threshold']:.1f} records is ever core "
+        f"no window with fewer than {records(f['core_threshold'])} is ever core "
         f"(Gamma = -{f['gamma_lower']:.1f} / +{f['gamma_upper']:.1f}, tau = {f['tau']:.1f})",
         f"at most {f['max_core_cells']} core cells at n = {n:.0f}",
     ]
@@ -173,7 +174,7 @@ def describe_centres(f: dict, n: float, expected_clusters) -> tuple[list[str], l
         f"coordinate; at m = n/k = {f['cluster_size']:.0f}: {f['centre_error']:.4g} "
         f"({100 * f['relative_centre_error']:.2g}% of a feature's range)",
     ]
-    cannot = [f"clusters of fewer than {f['size_for_5pct_error']:.0f} records get centres "
+    cannot = [f"clusters of fewer than {records(f['size_for_5pct_error'])} get centres "
               "off by more than 5% of a feature's range (per coordinate, typical)"]
     return can, cannot
 

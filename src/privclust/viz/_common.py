@@ -65,3 +65,19 @@ def new_axes(ax, figsize):
     if ax is None:
         _, ax = pyplot().subplots(figsize=figsize)
     return ax
+
+
+def raw_data_note(ax, shown: int, total: int) -> None:
+    """The note every plot that draws data points carries: they are raw data, not private."""
+    what = f"{shown:,} of {total:,} points" if total > shown else f"{total:,} points"
+    ax.text(0.01, 0.01, f"{what}: raw data, not private", transform=ax.transAxes,
+            fontsize=7, color="0.35", va="bottom")
+
+
+def padded_limits(ax, lo, hi, share: float = 0.04) -> None:
+    """x and y limits ``[lo, hi]`` widened by ``share`` of their width on each side, so that
+    a marker on the edge (a centre on the public bounds) is drawn whole."""
+    lo, hi = [float(v) for v in lo], [float(v) for v in hi]
+    for lim, a, b in ((ax.set_xlim, lo[0], hi[0]), (ax.set_ylim, lo[1], hi[1])):
+        pad = share * (b - a) if b > a else 1.0
+        lim(a - pad, b + pad)

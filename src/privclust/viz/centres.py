@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..cluster._base import check_data
-from ._common import pyplot
+from ._common import pyplot, raw_data_note
 
 _SEED = 0  # fixed subsampling seed: the same picture every time
 
@@ -109,7 +109,7 @@ def plot_clusters(
         ax.scatter(centres[:, a], cy, s=area, c=colours[:k], marker="o", edgecolors="black",
                    linewidths=1.5, zorder=3, label="private centres (area ~ noisy size)")
         ax.scatter(centres[:, a], cy, s=18, c="black", marker="x", zorder=4)
-    _zoom(ax, np.concatenate([xs, centres[:, a]]), np.concatenate([ys, cy]))
+    _zoom(ax, (xs, ys), (centres[:, a], cy))
     ax.set_xlabel(names[a])
     ax.set_ylabel(names[b] if b is not None else "(jitter)")
     eps = _epsilon(model)
@@ -119,9 +119,7 @@ def plot_clusters(
     if d > 2:
         title += f"  (features {names[a]}, {names[b]} of {d})"
     ax.set_title(title)
-    shown = f"{Xs.shape[0]:,} of {n:,} points" if n > Xs.shape[0] else f"{n:,} points"
-    ax.text(0.01, 0.01, f"{shown}: raw data, not private", transform=ax.transAxes,
-            fontsize=7, color="0.35", va="bottom")
+    raw_data_note(ax, Xs.shape[0], n)
     ax.legend(loc="upper right", fontsize=8, framealpha=0.8, markerscale=0.6)
     return ax
 
@@ -165,12 +163,19 @@ def _draw_splits(ax, tree, a, b) -> None:
                                          linestyles="--", zorder=2, label="private splits"))
 
 
-def _zoom(ax, px, py) -> None:
-    """Zoom on the data and centres (the public bounds can be much wider)."""
-    for lim, v in ((ax.set_xlim, px), (ax.set_ylim, py)):
-        lo, hi = float(v.min()), float(v.max())
-        pad = 0.05 * (hi - lo) if hi > lo else 1.0
-        lim(lo - pad, hi + pad)
+def _zoom(ax, points, centres) -> None:
+    """Zoom on the data and centres (the public bounds can be much wider): 5% of the range
+    around the points, and 10% around the centres, whose markers are large (a centre on the
+    edge of the range is drawn whole)."""
+    for lim, p, c in ((ax.set_xlim, points[0], centres[0]), (ax.set_ylim, points[1], centres[1])):
+        both = np.concatenate([p, c])
+        lo, hi = float(both.min()), float(both.max())
+        width = hi - lo if hi > lo else 1.0
+        low, high = lo - 0.05 * width, hi + 0.05 * width
+        if c.size:
+            low = min(low, float(c.min()) - 0.1 * width)
+            high = max(high, float(c.max()) + 0.1 * width)
+        lim(low, high)
 
 
 # --------------------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ import numpy as np
 from scipy.cluster import hierarchy
 
 from ..cluster._base import check_data
-from ._common import pyplot
+from ._common import padded_limits, pyplot, raw_data_note
 
 
 def plot_dendrogram(model, ax=None, **kwargs):
@@ -42,11 +42,13 @@ def plot_dendrogram(model, ax=None, **kwargs):
 
 
 def plot_morse_density(
-    model, X=None, ax=None, grid: int = 150, levels: int = 15, max_points: int = 5000
+    model, X=None, ax=None, grid: int = 150, levels: int = 15, max_points: int = 5000,
+    feature_names=None,
 ):
     """2-D data only: contours of ``-ln p``, the merged clusters (regions shaded by the cluster
     of the most likely component, a fast approximation of the basins; X, if given, coloured by
-    ``predict``), the centres and the TEVs; returns the axes."""
+    ``predict``: raw data, not a private release, as the figure notes), the centres and the
+    TEVs; ``feature_names`` label the axes. Returns the axes."""
     model._check_fitted()
     if model.n_features_in_ != 2:
         raise ValueError(
@@ -85,8 +87,13 @@ def plot_morse_density(
         linewidths=0.5,
         alpha=0.6,
     )
+    names = list(feature_names) if feature_names is not None else ["x0", "x1"]
+    if len(names) != 2:
+        raise ValueError(f"feature_names has {len(names)} names for 2 features")
     if X is not None:
-        arr = check_data(X)[:max_points]
+        data = check_data(X)
+        arr = data[:max_points]
+        raw_data_note(ax, arr.shape[0], data.shape[0])
         ax.scatter(
             arr[:, 0],
             arr[:, 1],
@@ -105,8 +112,9 @@ def plot_morse_density(
             marker="x",
             label="transition points (TEVs)",
         )
-    ax.set_xlim(lo[0], hi[0])
-    ax.set_ylim(lo[1], hi[1])
+    padded_limits(ax, lo, hi)  # centres on the bounds are drawn whole
+    ax.set_xlabel(names[0])
+    ax.set_ylabel(names[1])
     ax.legend(loc="best", fontsize=8)
     ax.set_title(f"Morse merging: {model.n_clusters_} clusters")
     return ax

@@ -5,13 +5,15 @@ from __future__ import annotations
 import numpy as np
 
 from ..cluster._base import check_data
-from ._common import pyplot
+from ._common import padded_limits, pyplot, raw_data_note
 
 
-def plot_spans(model, X=None, ax=None, *, cmap="tab20", max_points=100_000, alpha=0.55):
+def plot_spans(model, X=None, ax=None, *, cmap="tab20", max_points=100_000, alpha=0.55,
+               feature_names=None):
     """A fitted DPDBSCAN's spans as filled cells (one colour per cluster) over an optional
     scatter of ``X`` (2-D models only; at most ``max_points`` points drawn, a fixed
-    subsample). Returns the axes."""
+    subsample: raw data, not a private release, as the figure notes); ``feature_names`` label
+    the axes. Returns the axes."""
 
     model._check_fitted()
     if model.span_cells_.shape[1] != 2:
@@ -25,11 +27,16 @@ def plot_spans(model, X=None, ax=None, *, cmap="tab20", max_points=100_000, alph
         _, ax = plt.subplots(figsize=(7, 7))
     w = model.cell_width_
     o = model.grid_origin_
+    names = list(feature_names) if feature_names is not None else ["x0", "x1"]
+    if len(names) != 2:
+        raise ValueError(f"feature_names has {len(names)} names for 2 features")
     if X is not None:
         pts = check_data(X)
-        if pts.shape[0] > max_points:
-            pts = pts[np.linspace(0, pts.shape[0] - 1, max_points).astype(np.int64)]
+        n = pts.shape[0]
+        if n > max_points:
+            pts = pts[np.linspace(0, n - 1, max_points).astype(np.int64)]
         ax.scatter(pts[:, 0], pts[:, 1], s=2, c="0.45", linewidths=0, zorder=1)
+        raw_data_note(ax, pts.shape[0], n)
     cells = model.span_cells_
     if cells.shape[0]:
         lo = cells.min(axis=0)
@@ -66,8 +73,9 @@ def plot_spans(model, X=None, ax=None, *, cmap="tab20", max_points=100_000, alph
                 zorder=2,
             )
     b = model.bounds_
-    ax.set_xlim(b[0, 0], b[0, 1])
-    ax.set_ylim(b[1, 0], b[1, 1])
+    padded_limits(ax, b[:, 0], b[:, 1], share=0.01)
+    ax.set_xlabel(names[0])
+    ax.set_ylabel(names[1])
     ax.set_aspect("equal")
     ax.set_title(f"DP-DBSCAN spans: {model.n_clusters_} clusters, epsilon={model.epsilon}")
     return ax

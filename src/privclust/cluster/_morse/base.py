@@ -288,3 +288,14 @@ def _base_bounds(est, d):
     if b is None:
         return None
     return check_bounds(b, d)
+
+
+def _positive_delta(delta, who: str):
+    """The pipeline's delta: None (the delta rule) or > 0. Every pipeline that spends here has
+    a Gaussian release (the covariance pass, or a mixture base), so delta = 0 cannot hold."""
+    if delta == 0:
+        raise ValueError(
+            f"MorseMerging needs delta > 0 ({who} is 0), since its Gaussian releases are "
+            "(epsilon, delta)-DP; pass delta=1e-6, or delta=None for the delta rule"
+        )
+    return delta

@@ -53,6 +53,7 @@ from .base import (
     _check_pooling_cost,
     _is_fitted,
     _is_mixture,
+    _positive_delta,
     _refund_if_unspent,
     _releases_sizes,
     pool_centres,
@@ -367,7 +368,7 @@ class MorseMerging(ClusterMixin, BaseEstimator):
             X = check_data(X)
             means = self._pool(base, means, bounds)
             weights, means, covs, cov_report = self._covariance_pass(
-                X, base, means, bounds, cov_part, source
+                X, base, means, bounds, cov_part, source, clipping_said=not fitted
             )
         self.privacy_report_ = self._combined_report(
             base, None if seeded_base else base_report, cov_report, source, base_report
@@ -434,13 +435,14 @@ class MorseMerging(ClusterMixin, BaseEstimator):
                     "the base centre model is already fitted: pass epsilon=... for the private "
                     "covariance pass (Sec. 5.1.2), or an unfitted base to split one budget"
                 )
-            return check_epsilon(self.epsilon), check_delta(self.delta)
+            return check_epsilon(self.epsilon), _positive_delta(check_delta(self.delta), "delta")
         params = base.get_params(deep=False)
         total = self.epsilon if self.epsilon is not None else params.get("epsilon")
         if total is None:
             raise ValueError("the base has no epsilon; pass MorseMerging(epsilon=...)")
         delta = self.delta if self.delta is not None else params.get("delta")
-        return check_epsilon(total), check_delta(delta)
+        who = "delta" if self.delta is not None else f"the base {type(base).__name__}'s delta"
+        return check_epsilon(total), _positive_delta(check_delta(delta), who)
 
     def _open_pipeline_plan(self, base, fitted, mixture):
         """One plan for the whole pipeline, checked against the accountant before any data is
@@ -507,8 +509,11 @@ class MorseMerging(ClusterMixin, BaseEstimator):
         plan.write_into(report)
         accountant.attach(report)
 
-    def _covariance_pass(self, X, base, centres, bounds, part, source):
-        engine = _unit_engine(X, bounds)
+    def _covariance_pass(self, X, base, centres, bounds, part, source, clipping_said=False):
+        with warnings.catch_warnings():
+            if clipping_said:  # the base, fitted here on the same X, warned of it already
+                warnings.filterwarnings("ignore", message=".*clipped to them")
+            engine = _unit_engine(X, bounds)
         report = PrivacyReport(
             estimator="MorseMerging covariance pass",
             planned=part.reserved(),
@@ -610,7 +615,7 @@ class MorseMerging(ClusterMixin, BaseEstimator):
         the total are left out (post-processing; see the class docstring)."""
         w = np.maximum(np.asarray(self.weights_, dtype=float), 0.0)
         if not w.sum() > 0:
-            raise ValueError("the base mixture has no component with a positive weight")
+            raise ValueError(f"{self._base_words()} has no component with a positive weight")
         w = w / w.sum()
         keep = w >= float(self.min_weight)
         if not keep.any():
@@ -653,12 +658,7 @@ class MorseMerging(ClusterMixin, BaseEstimator):
         n_leaves = live.size
         n_clusters = min(k, n_leaves)
         if k > n_leaves:
-            warnings.warn(
-                f"n_clusters={k} but the base mixture has only {n_leaves} live component(s); "
-                f"keeping {n_leaves} clusters",
-                UserWarning,
-                stacklevel=3,
-            )
+            warnings.warn(self._too_few_components(k, n_leaves), UserWarning, stacklevel=3)
         leaf_labels = cut_linkage(Z, n_leaves, n_clusters, field.weights,
                                   float(self.min_cluster_weight))
         used = Z[: max(n_leaves - n_clusters, 0)]
@@ -699,6 +699,23 @@ class MorseMerging(ClusterMixin, BaseEstimator):
         self.dendrogram_ = _dendrogram(Z, n_leaves)
         self.morse_time_ = time.perf_counter() - t0
         return self
+
+    def _base_words(self) -> str:
+        """The base as messages name it: "the base mixture" (a mixture, or a loaded model), or
+        "the base DPM's centres" (a centre model, made a mixture by the covariance pass)."""
+        base = getattr(self, "base_estimator_", None)
+        if base is None or getattr(self, "base_assignment_", "likelihood") == "likelihood":
+            return "the base mixture"
+        return f"the base {type(base).__name__}'s centres"
+
+    def _too_few_components(self, k: int, n_leaves: int) -> str:
+        clusters = f"{n_leaves} cluster" + ("" if n_leaves == 1 else "s")
+        if self._base_words() == "the base mixture":
+            return (f"n_clusters={k} but the base mixture has only {n_leaves} live component(s); "
+                    f"keeping {clusters}")
+        return (f"n_clusters={k} but {self._base_words()} give only {n_leaves} live "
+                f"component(s) (centres with a positive weight after the covariance pass); "
+                f"keeping {clusters}")
 
     # ------------------------------------------------------------------ predict
     def _check_fitted(self):
@@ -770,3 +787,4 @@ def _sev_clusters(sevs, sev_of_centre, leaf_labels) -> np.ndarray:
             j = known[np.argmin(np.linalg.norm(sevs[known] - sevs[o], axis=1))]
             sev_cluster[o] = sev_cluster[j]
     return sev_cluster
+
