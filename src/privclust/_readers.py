@@ -17,6 +17,7 @@ from __future__ import annotations
 import csv
 import io
 import os
+import re
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -413,8 +414,16 @@ def lazy_read_error(path, exc: BaseException) -> ValueError:
     if "Original Message:" in text:  # dask's wrapper around pandas' message
         text = text.split("Original Message:", 1)[1]
     detail = " ".join(text.split()) or type(exc).__name__
+    not_a_number = re.search(r"could not convert string to float: (.*)", detail)
+    if not_a_number:  # the parser's words, in the user's terms
+        field = not_a_number.group(1)
+        detail = f"the field {field[:40] + ('...' if len(field) > 40 else '')} is not a number"
+    elif "fields" in detail and ("Expected" in detail or "saw" in detail):
+        detail = "a row has more fields than the first one"
+    elif "codec can't decode" in detail:
+        detail = "the file is not UTF-8 text"
     return ValueError(
-        f"{path} could not be read as a table of numbers ({detail[:200]}); every row needs one "
+        f"{path} could not be read as a table of numbers ({detail[:120]}); every row needs one "
         "number per column: drop or encode text columns and check the separator")
 
 
