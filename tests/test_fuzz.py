@@ -23,13 +23,18 @@ import pytest
 hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
+from sklearn.base import clone  # noqa: E402
 
 from privclust import (  # noqa: E402
     DPDBSCAN,
     DPM,
+    EMMC,
+    DPCube,
     DPGaussianMixture,
     DPLloyd,
+    HSTKMeans,
     KMeansGuarantee,
+    LSHSplits,
     MorseMerging,
     SubClustering,
 )
@@ -71,17 +76,22 @@ def data_and_bounds(draw):
         X = X.astype(dtype) if dtype != "int64" or abs(scale) < 1e15 else X
     # mostly bounds that hold the data; then too narrow, too wide, reversed and empty ones
     pick = draw(st.integers(0, 19))  # hypothesis favours small values: those are the valid ones
-    lo_exp = exponent if pick < 15 else [exponent + 1, exponent - 3, 308, -300, exponent][pick - 15]
+    lo_exp = exponent if pick < 15 else [exponent + 1, exponent - 3, 308, -300, 0][pick - 15]
     w = 10.0 ** lo_exp
     shapes = [(-2 * w, 2 * w), (-w / 3, w / 3), (0.0, w), (w, w), (w, -w)]
     lo, hi = shapes[0] if pick < 12 else shapes[(pick - 12) % len(shapes)]
+    if draw(st.integers(0, 9)) == 9:  # every bounds mode, with every seed form
+        return X, "private"
     return X, (lo, hi)
 
 
 EPSILONS = st.integers(0, 19).map(
     lambda i: [1.0, 0.5, 2.0, 10.0, 0.1, 1e-3, 3.0, 0.25][i % 8] if i < 17 else [1e-7, 5e3, 1e3][
         i - 17])
-SEEDS = st.integers(0, 1000)
+#: mostly ordinary seeds; then None (secure), a Generator and the edges users try
+SEEDS = st.integers(0, 1019).map(
+    lambda i: i if i < 1000 else [None, -1, 2**32, 2**63, np.random.default_rng(5), 1.5,
+                                  "7", True, 0, 2**32 - 1][(i - 1000) % 10])
 
 
 def _estimators():
@@ -107,10 +117,23 @@ def _estimators():
                                                   random_state=s),
             st.integers(1, 5), EPSILONS, st.sampled_from([None, 1e-6]), SEEDS),
         "MorseMerging": st.builds(
-            lambda k, e, s, base: MorseMerging(base, k, epsilon=e, random_state=s),
+            lambda k, e, s, base: MorseMerging(clone(base), k, epsilon=e, random_state=s),
             st.integers(1, 3), EPSILONS, SEEDS,
             st.sampled_from([DPLloyd(n_clusters=4), DPM(), DPGaussianMixture(n_components=3,
-                                                                              n_iter=2)])),
+                                                                              n_iter=2),
+                             # large K over every kind of base
+                             DPLloyd(n_clusters=60, n_iter=2), DPCube(200), LSHSplits(60),
+                             HSTKMeans(60), EMMC(40), DPGaussianMixture(n_components=30,
+                                                                        n_iter=1)])),
+        "HSTKMeans": st.builds(lambda k, e, s: HSTKMeans(k, epsilon=e, random_state=s),
+                               st.integers(1, 12), EPSILONS, SEEDS),
+        "EMMC": st.builds(lambda k, e, s: EMMC(k, epsilon=e, random_state=s),
+                          st.integers(1, 12), EPSILONS, SEEDS),
+        "LSHSplits": st.builds(lambda k, e, dl, s: LSHSplits(k, epsilon=e, delta=dl,
+                                                             random_state=s),
+                               st.integers(1, 12), EPSILONS, st.sampled_from([None, 1e-6]), SEEDS),
+        "DPCube": st.builds(lambda k, e, s: DPCube(k, epsilon=e, random_state=s),
+                            st.integers(1, 12), EPSILONS, SEEDS),
     }
 
 
@@ -124,6 +147,7 @@ def _fit_or_clean_error(est, X, bounds):
         except (ValueError, TypeError) as exc:
             msg = str(exc)
             assert msg and not any(j in msg for j in JARGON), f"jargon: {msg}"
+            assert len(msg) < 300, f"{len(msg)} characters: {msg[:300]}"
             OUTCOMES[(type(est).__name__, " ".join(msg.split()[:4]))] += 1
             model = None
         else:
@@ -135,7 +159,11 @@ def _fit_or_clean_error(est, X, bounds):
 
 
 def _check_model(model, X, bounds):
-    b = np.asarray(bounds, dtype=float)
+    if isinstance(bounds, str):  # the released private bounds
+        fitted = np.asarray(model.bounds_, dtype=float)
+        b = np.array([fitted[:, 0].min(), fitted[:, 1].max()])
+    else:
+        b = np.asarray(bounds, dtype=float)
     labels = model.labels_
     assert labels.shape == (X.shape[0],)
     centres = getattr(model, "cluster_centers_", None)
@@ -147,6 +175,12 @@ def _check_model(model, X, bounds):
     for attr in ("covariances_", "weights_"):
         if hasattr(model, attr):
             assert np.isfinite(np.asarray(getattr(model, attr))).all()
+    far = np.full((2, X.shape[1]), 1e308)
+    far[1] *= -1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # no overflow on values near the limit
+        far_labels = model.predict(far)
+    assert far_labels.shape == (2,)
     rep = model.privacy_report_
     assert all(r.epsilon >= 0 and r.delta >= 0 and r.rho >= 0 for r in rep.releases)
     total = rep.total()
@@ -164,6 +198,7 @@ def _summary():
     if os.environ.get("PRIVCLUST_FUZZ_EXAMPLES"):  # long runs: how the cases ended
         for (name, how), count in sorted(OUTCOMES.items()):
             print(f"{name:<20} {count:>6}  {how}")
+        print(f"command lines: {dict(CLI_OUTCOMES)}")
 
 
 @pytest.mark.parametrize("name", list(_estimators()))
@@ -182,7 +217,8 @@ def test_fuzzed_fits_end_cleanly(name):
 
 
 # --------------------------------------------------------------------------- the command line
-CLI_EXAMPLES = max(10, EXAMPLES // 2)
+CLI_EXAMPLES = int(os.environ.get("PRIVCLUST_FUZZ_CLI_EXAMPLES", max(10, EXAMPLES // 2)))
+CLI_OUTCOMES: Counter = Counter()
 
 
 @st.composite
@@ -235,6 +271,7 @@ def test_fuzzed_command_lines_end_in_success_or_one_error_line(tmp_path, capsys)
         errors = [ln for ln in err.splitlines() if ln.startswith("privclust: error:")]
         assert "Traceback" not in err
         assert rc in (0, 2), (rc, err)
+        CLI_OUTCOMES["fit" if rc == 0 else "one error line"] += 1
         if rc == 2:
             assert len(errors) == 1, err
             assert not any(j in errors[0] for j in JARGON), errors[0]

@@ -125,13 +125,16 @@ class SpanLookup:
 
         def cell_codes(start):  # the chunks write disjoint slices of out
             x = arr[start : start + _CHUNK]
-            key = flat_cell_keys(x, self.origin, width, zero, self.shape, self.strides)
+            outside = rows_outside(x, self.lo, self.hi)
+            # rows outside the bounds get -1 below; clipped first, their cell index stays
+            # finite (values near the float limit would overflow it)
+            inside = x if outside is None else np.clip(x, self.lo, self.hi)
+            key = flat_cell_keys(inside, self.origin, width, zero, self.shape, self.strides)
             if lut is not None:
                 lab = lut[key]
             else:
                 pos = np.minimum(np.searchsorted(keys, key), keys.size - 1)
                 lab = np.where(keys[pos] == key, codes[pos], -1)
-            outside = rows_outside(x, self.lo, self.hi)
             if outside is not None:
                 lab[outside] = -1
             out[start : start + x.shape[0]] = lab

@@ -37,6 +37,7 @@ from .._base import (
     check_delta,
     check_epsilon,
     check_X,
+    clip_to_fitted_bounds,
     feature_names,
     nearest_centre,
     raise_not_fitted,
@@ -747,6 +748,7 @@ class MorseMerging(ClusterMixin, BaseEstimator):
             raise ValueError(
                 f"X has {arr.shape[1]} features; the model was fitted on {self.n_features_in_}"
             )
+        arr = clip_to_fitted_bounds(self, arr)  # as the fit treated a record
         how = self.predict_method
         if how == "base":
             how = getattr(self, "base_assignment_", "likelihood")
