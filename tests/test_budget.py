@@ -234,3 +234,21 @@ def test_zcdp_conversion_edge_cases():
     for delta in (0.0, 1.0, -1e-3):
         with pytest.raises(ValueError, match="delta"):
             zcdp_to_approx_dp(0.1, delta)
+
+
+def test_report_columns_wrap_and_are_never_cut():
+    """Once "(103 bi": a long target was cut at 43 characters, and a long mechanism ran into
+    the next column."""
+    from privclust.privacy import Release
+
+    target = "records per bin of a log-scale grid (103 bins, 2 per octave), per feature"
+    report = PrivacyReport("X", Budget(1.0, 0.0),
+                           releases=[Release("sparse vector (AboveThreshold)", target,
+                                             epsilon=1.0)])
+    text = str(report)
+    rows = text.splitlines()[text.splitlines().index(next(ln for ln in text.splitlines()
+                                                          if "mechanism" in ln)) + 1:]
+    words = " ".join(" ".join(r[26:72].split()) for r in rows[:2])
+    assert target in words
+    assert rows[0].startswith("  sparse vector") and "(AboveThreshold)" in rows[1]
+    assert all(len(r) <= 100 for r in rows)

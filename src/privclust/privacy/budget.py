@@ -24,6 +24,7 @@ Composition rules used by :meth:`PrivacyReport.total`:
 from __future__ import annotations
 
 import math
+import textwrap
 import threading
 from dataclasses import asdict, dataclass, field
 from typing import NamedTuple
@@ -291,10 +292,17 @@ class PrivacyReport:
         for r in self.releases:
             flag = "" if r.private else "  [NOT PRIVATE]"
             cost = f"{r.epsilon:>10.4g}" if not r.rho else f"{'rho ' + format(r.rho, '.3g'):>10}"
+            # long names wrap within their columns (never cut, never run together)
+            mech = textwrap.wrap(r.mechanism, 23) or [""]
+            target = textwrap.wrap(r.target, 43) or [""]
             lines.append(
-                f"  {r.mechanism:<24}{r.target[:43]:<44}{cost}{r.delta:>11.3g}"
+                f"  {mech[0]:<24}{target[0]:<44}{cost}{r.delta:>11.3g}"
                 f"{r.n_released:>7}{flag}"
             )
+            for i in range(1, max(len(mech), len(target))):
+                more_mech = mech[i] if i < len(mech) else ""
+                more_target = target[i] if i < len(target) else ""
+                lines.append(f"  {more_mech:<24}{more_target}".rstrip())
         if any(r.rho for r in self.releases):
             lines.append(f"  zCDP releases (rho) are converted together at delta="
                          f"{self.zcdp_delta:.3g}")
