@@ -1,7 +1,7 @@
 """A table with no public bounds, clustered under one budget: pipelines against public bounds.
 
     python benchmarks/pipeline.py                 # 5 seeds, epsilon 1
-    python benchmarks/pipeline.py --seeds 3 --sets uci_letter
+    python benchmarks/pipeline.py --seeds 3 --sets uci_letter --estimator lsh-splits
 
 For each set, the same estimator at total epsilon 1 three ways:
 
@@ -28,11 +28,12 @@ from sklearn.cluster import KMeans
 from sklearn.datasets import load_breast_cancer
 from sklearn.metrics import adjusted_rand_score
 
-from privclust import DPLloyd, datasets
+from privclust import DPCube, DPLloyd, LSHSplits, datasets
 from privclust.pipeline import make_private_pipeline
 from privclust.preprocessing import PrivateClipper, PrivateScaler
 
 SETS = ("breast_cancer_x50", "uci_letter", "uci_gas_turbine", "mnist_emb40")
+ESTIMATORS = {"lloyd": DPLloyd, "lsh-splits": LSHSplits, "dpcube": DPCube}
 
 
 def _load(name):
@@ -54,13 +55,13 @@ def _partition_cost(X, labels):
     return cost
 
 
-def _run(way, X, bounds, k, seed):
+def _run(way, X, bounds, k, seed, make=DPLloyd):
     if way == "public":
-        model = DPLloyd(k, epsilon=1.0, bounds=bounds, random_state=seed).fit(X)
+        model = make(k, epsilon=1.0, bounds=bounds, random_state=seed).fit(X)
         return model.labels_, 0.0
     steps = [PrivateClipper(0.1)] + ([PrivateScaler(0.1)] if way == "clip+scale" else [])
     eps = 1.0 - 0.1 * len(steps)
-    pipe = make_private_pipeline(*steps, DPLloyd(k, epsilon=eps), random_state=seed).fit(X)
+    pipe = make_private_pipeline(*steps, make(k, epsilon=eps), random_state=seed).fit(X)
     clipped = float(np.mean(np.any(pipe[0].transform(X) != X, axis=1)))
     return pipe.predict(X), clipped
 
@@ -69,6 +70,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--sets", nargs="*", default=list(SETS))
+    parser.add_argument("--estimator", choices=sorted(ESTIMATORS), default="lloyd")
     args = parser.parse_args()
     print("| set | n x d | way | ARI (or cost / KMeans) | clipped (max) | time (median) |")
     print("|---|---|---|---|---|---|")
@@ -86,7 +88,8 @@ def main() -> None:
                 t0 = time.perf_counter()
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
-                    labels, clipped = _run(way, X, bounds, k, seed)
+                    labels, clipped = _run(way, X, bounds, k, seed,
+                                           ESTIMATORS[args.estimator])
                 times.append(time.perf_counter() - t0)
                 clips.append(clipped)
                 scores.append(adjusted_rand_score(y, labels) if y is not None

@@ -525,4 +525,4 @@ def _merge_bounds_release(report, found) -> None:
     report.planned = report.planned + bounds_report.planned
     report.plan[:0] = bounds_report.plan
     report.notes.insert(0, f"bounds='private': {bounds_report.planned.epsilon:.6g} of epsilon "
-                           f"estimated the bounds (threshold {found.threshold} records per bin)")
+                           f"estimated the bounds ({found.description})")

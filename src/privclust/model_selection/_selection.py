@@ -221,8 +221,8 @@ class PrivateSelection(ClusterMixin, BaseEstimator):
                 # the named form: a 2 x 2 array of rows would read two ways on 2 features
                 c.set_params(bounds={"lower": found.bounds[:, 0], "upper": found.bounds[:, 1]})
         report.notes.append(
-            f"bounds='private': one estimate (epsilon {eps_b:.4g}, threshold {found.threshold} "
-            "records per bin) was given to every candidate that asked for private bounds"
+            f"bounds='private': one estimate (epsilon {eps_b:.4g}: {found.description}) was "
+            "given to every candidate that asked for private bounds"
         )
         self.private_bounds_ = found.bounds
 
