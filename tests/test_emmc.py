@@ -156,3 +156,78 @@ def test_bad_data_raises():
         EMMC(2, bounds=(0, 1), refine="yes").fit(np.zeros((5, 2)))
     with pytest.raises(ValueError, match="n_clusters"):
         EMMC(0, bounds=(0, 1)).fit(np.zeros((5, 2)))
+
+
+# =========================================================================== the cell walk
+def test_the_split_walk_gives_the_grid_walk_s_candidates(blobs, monkeypatch):
+    """The net and the max cover's cells from the NumPy engine's split_cells equal those
+    from per-level cell counts (the path of engines without split_cells, e.g. Dask)."""
+    import privclust.cluster.hst as hst
+
+    X, _ = blobs
+    fast = EMMC(5, epsilon=1.0, bounds=(-10, 10), max_depth=6, random_state=4).fit(X)
+    monkeypatch.setattr(hst, "_root_holds_the_box", lambda tree: False)
+    slow = EMMC(5, epsilon=1.0, bounds=(-10, 10), max_depth=6, random_state=4).fit(X)
+    np.testing.assert_array_equal(fast.candidates_, slow.candidates_)
+    np.testing.assert_array_equal(fast.candidate_counts_, slow.candidate_counts_)
+    np.testing.assert_array_equal(fast.cluster_centers_, slow.cluster_centers_)
+    assert str(fast.privacy_report_) == str(slow.privacy_report_)
+
+
+# =========================================================================== refine="auto"
+def _shuttle_like(n):
+    """Three clusters; feature 1's public range (-5000, 5000) is 1000x its data's spread."""
+    rng = np.random.default_rng(0)
+    centres = np.array([[20.0, 0.0, 50.0], [60.0, 2.0, 30.0], [40.0, -2.0, 80.0]])
+    X = centres[rng.integers(0, 3, n)] + rng.normal(0.0, [3.0, 2.5, 3.0], (n, 3))
+    return X, np.array([[0.0, 100.0], [-5000.0, 5000.0], [0.0, 100.0]])
+
+
+def test_the_default_refines_where_a_public_range_dwarfs_the_data():
+    X, bounds = _shuttle_like(3000)
+    Xc = np.clip(X, bounds[:, 0], bounds[:, 1])
+
+    def cost(model):
+        return ((Xc[:, None] - model.cluster_centers_[None]) ** 2).sum(axis=2).min(axis=1).sum()
+
+    for seed in range(3):
+        auto = EMMC(3, epsilon=1.0, bounds=bounds, random_state=seed).fit(X)
+        off = EMMC(3, epsilon=1.0, bounds=bounds, refine=False, random_state=seed).fit(X)
+        rep = auto.privacy_report_
+        assert auto.n_iter_ == 1 and any("the private Lloyd step runs" in n for n in rep.notes)
+        assert rep.unspent == [] and abs(rep.total().epsilon - 1.0) <= 1e-9
+        assert cost(auto) < 0.2 * cost(off)
+
+
+def test_without_refinement_the_budget_goes_to_the_net_and_the_cover(blobs):
+    X, _ = blobs
+    m = EMMC(40, epsilon=1.0, bounds=(-10, 10), random_state=0).fit(X[:1000])
+    rep = m.privacy_report_
+    assert m.n_iter_ == 0 and any("no refinement" in n for n in rep.notes)
+    assert rep.unspent == [] and abs(rep.total().epsilon - 1.0) <= 1e-9
+    by_item = {}
+    for r in rep.releases:
+        by_item[r.item] = by_item.get(r.item, 0.0) + r.epsilon
+    # the shares of what is left after the count: net 0.5, cover 0.3, candidate counts 0.2
+    # (plus the sizes' item)
+    net = sum(e for i, e in by_item.items() if i.startswith("cell counts"))
+    assert net == pytest.approx(0.5 * 0.98, rel=0.07)
+    assert by_item["max cover choices"] == pytest.approx(0.3 * 0.98, rel=0.07)
+    assert not any("refinement" in r.target for r in rep.releases)
+
+
+def test_the_rule_decides_from_released_values_only():
+    """The replay harness (tests/_replay.py) on the shuttle-like set, on both branches."""
+    from _replay import ReplayMismatch, check_neighbour, neighbours
+
+    X, bounds = _shuttle_like(1500)
+    for k, refines in ((3, 1), (12, 0)):
+        def make(k=k):
+            return EMMC(k, epsilon=1.0, bounds=bounds, max_depth=4, random_state=5)
+
+        assert make().fit(X).n_iter_ == refines
+        for label, Xn in neighbours(X, bounds).items():
+            try:
+                assert check_neighbour(make, X, Xn) > 3
+            except ReplayMismatch as exc:
+                raise ReplayMismatch(f"{label}: {exc}") from None

@@ -188,8 +188,9 @@ def test_reproducible_predict_and_clone(blobs):
     b = HSTKMeans(5, bounds=(-10, 10), random_state=3).fit(X)
     np.testing.assert_array_equal(a.cluster_centers_, b.cluster_centers_)
     np.testing.assert_array_equal(a.predict(X), a.labels_)
-    assert a.n_features_in_ == 3 and a.n_iter_ == 0
+    assert a.n_features_in_ == 3 and a.n_iter_ == 1  # refine="auto" refines these blobs
     assert clone(a).get_params() == a.get_params()
+    assert HSTKMeans(5, bounds=(-10, 10), refine=False, random_state=3).fit(X).n_iter_ == 0
     r = HSTKMeans(5, bounds=(-10, 10), refine=True, random_state=3).fit(X)
     assert r.n_iter_ == 1 and r.centers_history_.shape == (2, 5, 3)
 
@@ -226,9 +227,199 @@ def test_docstring_example_runs():
         ({"n_clusters": "3"}, None, "n_clusters"),
         ({"max_depth": 0}, None, "max_depth"),
         ({"refine": "yes"}, None, "refine"),
+        ({"refine": "Auto"}, None, "refine"),
         ({"refine": True, "refine_share": 1.0}, None, "refine_share"),
         *BAD_BOUNDS_AND_DATA,
     ],
 )
 def test_bad_input_is_a_clear_error(kwargs, X, match):
     assert_clear_error(HSTKMeans, kwargs, X, match)
+
+
+# =========================================================================== the cell walk
+def _tree_fits(make, X, monkeypatch):
+    """The fit with the NumPy engine's split_cells, then with per-level cell counts (the path
+    of engines without split_cells, e.g. Dask)."""
+    fast = make().fit(X)
+    monkeypatch.setattr(hst, "_root_holds_the_box", lambda tree: False)
+    slow = make().fit(X)
+    return fast, slow
+
+
+@pytest.mark.parametrize("d, k, depth", [(2, 4, None), (3, 5, 8), (45, 3, 4)])
+def test_the_split_walk_gives_the_grid_walk_s_tree(d, k, depth, monkeypatch):
+    X, _ = make_blobs(3000, d, centers=k, center_box=(-8, 8), random_state=d)
+    fast, slow = _tree_fits(lambda: HSTKMeans(k, bounds=(-10, 10), max_depth=depth,
+                                              random_state=1), X.astype(np.float32),
+                            monkeypatch)
+    np.testing.assert_array_equal(fast.cluster_centers_, slow.cluster_centers_)
+    for a, b in zip(fast.tree_counts_, slow.tree_counts_, strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert str(fast.privacy_report_) == str(slow.privacy_report_)
+
+
+@pytest.mark.parametrize("d", [3, 45])
+def test_split_cells_are_the_non_empty_cells_of_the_grid(d):
+    """Level by level (blocks of features for wide data), the children of split_cells are
+    the grid's non-empty cells with their counts, and every record is in its own cell."""
+    rng = np.random.default_rng(d)
+    bounds = np.column_stack([-rng.uniform(1, 5, d), rng.uniform(1, 5, d)])
+    X = np.vstack([rng.normal(0.0, 0.7, (800, d)), bounds.T, bounds.T[::-1]])
+    tree = hst.QuadTree(bounds, rng.uniform(0, 1, d) * (bounds[:, 1] - bounds[:, 0]), 6)
+    engine = LocalEngine(X, bounds)
+    groups, n_parents = engine.root(), 1
+    for level in range(1, 7):
+        w = tree.width(level)
+        groups, parent, bits, counts = engine.split_cells(groups, tree.origin, w,
+                                                          tree.block(level))
+        cells, want = engine.cell_counts(tree.origin, w)
+        got = engine.group_cells(groups, tree.origin, w)
+        order = np.lexsort(got.T[::-1])
+        np.testing.assert_array_equal(got[order], cells)
+        np.testing.assert_array_equal(counts[order], want)
+        np.testing.assert_array_equal(np.floor((np.clip(X, *bounds.T) - tree.origin) / w),
+                                      got[groups.group])
+        assert (np.diff(parent) >= 0).all() and (parent < n_parents).all()
+        assert (bits < 2 ** tree.block(level).size).all()
+        n_parents = counts.size
+    assert n_parents > 300  # the cells did split
+
+
+def test_split_cells_without_room_for_flat_keys_sorts_pairs():
+    """Group ids times 2^b past 62 bits: the (parent, bits) pairs are sorted instead of
+    packed into one key; the children are the same."""
+    from privclust.engine.local import LocalGrouping
+
+    rng = np.random.default_rng(1)
+    d = 30
+    X = rng.uniform(-1, 1, (400, d))
+    engine = LocalEngine(X, np.tile([-1.0, 1.0], (d, 1)))
+    group = rng.integers(-1, 7, 400).astype(np.int32)
+    dims = np.arange(d)
+    args = (np.full(d, -1.0), np.full(d, 0.5), dims)
+    packed = engine.split_cells(LocalGrouping(group, 7), *args)
+    paired = engine.split_cells(LocalGrouping(group, 2**40), *args)  # 2^40 * 2^30 > 2^62
+    for a, b in zip(packed[1:], paired[1:], strict=True):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(packed[0].group, paired[0].group)
+    np.testing.assert_array_equal(packed[0].first, paired[0].first)
+    assert (packed[0].group[group < 0] == -1).all() and packed[2].max() < 2**d
+
+
+def test_a_shift_at_the_edge_of_the_root_walks_the_grid():
+    bounds = np.tile([0.0, 1.0], (2, 1))
+    assert hst._root_holds_the_box(hst.QuadTree(bounds, np.array([0.5, 0.2]), 3))
+    # a record at the upper bound may round onto the root's far edge: the public check sends
+    # the walk to the per-level grids, which leave such a record out of the root as before
+    edge = hst.QuadTree(bounds, np.array([1.0 - 1e-15, 0.2]), 3)
+    assert not hst._root_holds_the_box(edge)
+    X = np.array([[1.0, 0.5]] * 50 + [[0.2, 0.5]] * 50)
+    walk = hst.CellWalk(LocalEngine(X, bounds), edge)
+    assert not walk.split
+    parent, _, counts = walk.next(1)
+    assert counts.sum() == 100 and set(parent.tolist()) <= {-1, 0}
+
+
+# =========================================================================== refine="auto"
+def shuttle_like(n=3000, seed=0):
+    """Three clusters; feature 1's public range (-5000, 5000) is 1000x its data's spread
+    (about 10, as in uci_shuttle), the others' ranges are (0, 100)."""
+    rng = np.random.default_rng(seed)
+    centres = np.array([[20.0, 0.0, 50.0], [60.0, 2.0, 30.0], [40.0, -2.0, 80.0]])
+    y = rng.integers(0, 3, n)
+    X = centres[y] + rng.normal(0.0, [3.0, 2.5, 3.0], (n, 3))
+    return X, y, np.array([[0.0, 100.0], [-5000.0, 5000.0], [0.0, 100.0]])
+
+
+def _cost(X, bounds, centres):
+    Xc = np.clip(X, bounds[:, 0], bounds[:, 1])
+    return float(((Xc[:, None, :] - centres[None]) ** 2).sum(axis=2).min(axis=1).sum())
+
+
+def test_the_default_refines_where_a_public_range_dwarfs_the_data():
+    """The uci_shuttle failure: cells 1250 wide along feature 1 put the tree's centres far
+    from the data; the rule sees it from the public geometry and a noisy count, refines,
+    and spends the whole budget."""
+    X, _, bounds = shuttle_like()
+    ratios = []
+    for seed in range(3):
+        auto = HSTKMeans(3, epsilon=1.0, bounds=bounds, random_state=seed).fit(X)
+        off = HSTKMeans(3, epsilon=1.0, bounds=bounds, refine=False, random_state=seed).fit(X)
+        rep = auto.privacy_report_
+        assert auto.n_iter_ == 1 and any("the private Lloyd step runs" in n for n in rep.notes)
+        assert rep.unspent == [] and rep.total().epsilon == pytest.approx(1.0, rel=1e-9)
+        assert [r.target for r in rep.releases][0] == "record count (refine='auto')"
+        ratios.append(_cost(X, bounds, auto.cluster_centers_) /
+                      _cost(X, bounds, off.cluster_centers_))
+    assert max(ratios) < 0.2, ratios
+
+
+def test_the_default_gives_the_budget_to_the_tree_where_cells_resolve_the_clusters():
+    X, _ = make_blobs(2000, 2, centers=40, center_box=(-90, 90), cluster_std=1.0,
+                      random_state=0)
+    m = HSTKMeans(40, epsilon=1.0, bounds=(-100, 100), random_state=0).fit(X)
+    rep = m.privacy_report_
+    assert m.n_iter_ == 0 and any("no refinement" in n for n in rep.notes)
+    assert rep.unspent == [] and rep.total().epsilon == pytest.approx(1.0, rel=1e-9)
+    levels = [r.epsilon for r in rep.releases if r.target.startswith("cell counts")]
+    assert sum(levels) == pytest.approx(1.0 - 0.02, rel=1e-9)  # all but the record count
+    assert not any("refinement" in r.target for r in rep.releases)
+
+
+def test_the_rule_compares_the_expected_errors():
+    tree = hst.QuadTree(np.tile([-1.0, 1.0], (4, 1)), np.zeros(4), 3)
+    assert hst.quantisation_error(tree, 3) == pytest.approx(4 * (4.0 / 8) ** 2 / 12)
+    # 2 (d / eps_sum)^2 sum half^2 (k / n)^2
+    assert hst.refinement_noise(tree.bounds, 0.5, 2, 100.0) == pytest.approx(
+        2 * 8.0**2 * 4 * 0.02**2)
+    assert hst.refinement_noise(tree.bounds, 0.5, 2, -3.0) == hst.refinement_noise(
+        tree.bounds, 0.5, 2, 1.0)
+
+
+def test_the_rule_decides_from_released_values_only():
+    """The replay harness (tests/_replay.py) on the shuttle-like set: every neighbour makes
+    the same decision from the same released count, the same releases, the same model."""
+    from _replay import ReplayMismatch, check_neighbour, neighbours
+
+    X, _, bounds = shuttle_like(1500)
+    for make in (lambda: HSTKMeans(3, epsilon=1.0, bounds=bounds, random_state=5),
+                 lambda: HSTKMeans(12, epsilon=1.0, bounds=bounds, random_state=5)):
+        refines = make().fit(X).n_iter_
+        for label, Xn in neighbours(X, bounds).items():
+            try:
+                assert check_neighbour(make, X, Xn) > 3
+            except ReplayMismatch as exc:
+                raise ReplayMismatch(f"{label}: {exc}") from None
+        assert refines == (make().n_clusters == 3)  # both branches of the rule were replayed
+
+
+def test_the_harness_catches_the_rule_on_the_exact_count(monkeypatch):
+    from _replay import ReplayMismatch, check_neighbour
+
+    X, _, bounds = shuttle_like(1500)
+    original = hst.refinement_noise
+
+    def planted(bounds_, eps_sum, k, n_hat):  # the fault: the exact n instead of n_hat
+        return original(bounds_, eps_sum, k, float(planted.n))
+
+    monkeypatch.setattr(hst, "refinement_noise", planted)
+    fit = HSTKMeans.fit
+
+    def fit_and_see_n(self, X_, y=None):
+        planted.n = np.asarray(X_).shape[0]
+        return fit(self, X_, y)
+
+    monkeypatch.setattr(HSTKMeans, "fit", fit_and_see_n)
+    with pytest.raises(ReplayMismatch):
+        check_neighbour(lambda: HSTKMeans(3, bounds=bounds, random_state=5), X, X[:-1])
+
+
+def test_auto_with_no_refine_share_is_off(blobs):
+    from privclust import EMMC
+
+    X, _ = blobs
+    for est in (HSTKMeans, EMMC):
+        m = est(5, bounds=(-10, 10), refine_share=0, random_state=0).fit(X)
+        off = est(5, bounds=(-10, 10), refine=False, random_state=0).fit(X)
+        assert m.n_iter_ == 0 and m.privacy_report_.unspent == []
+        np.testing.assert_array_equal(m.cluster_centers_, off.cluster_centers_)

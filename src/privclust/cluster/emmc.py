@@ -27,8 +27,17 @@ from ._base import (
     check_positive_int,
     nearest_centre,
 )
-from ._centres import finish_centre_fit, kmeans_cost, noisy_centroids, plan_centroid_items
-from .hst import RETRY_ITEM, QuadTree, grow_tree
+from ._centres import finish_centre_fit, kmeans_cost, noisy_centroids
+from .hst import (
+    RETRY_ITEM,
+    CellWalk,
+    QuadTree,
+    RefineRule,
+    check_refine,
+    grow_tree,
+    plan_refinement,
+    refine_epsilon,
+)
 
 __all__ = ["EMMC", "coverage_matrix", "greedy_cover_scores"]
 
@@ -97,8 +106,11 @@ class EMMC(PrivateClusterMixin):
        candidate are counted with two-sided geometric noise, and weighted k-means++ and Lloyd on
        the candidates with these weights gives k centres (the paper's non-private clustering
        of the private candidates with noisy counts).
-    4. **Refinement** (optional, ``refine=True``): one private Lloyd step (noisy sizes and sums
-       of the records nearest each centre; Su et al.'s split).
+    4. **Refinement** (``refine="auto"`` by default; always with ``True``, never with
+       ``False``): one private Lloyd step (noisy sizes and sums of the records nearest each
+       centre; Su et al.'s split). ``"auto"`` is HSTKMeans' rule
+       (:class:`~privclust.cluster.hst.RefineRule`): refine when the step's expected noise
+       error is below the quantisation error of the net's deepest cells.
 
     Privacy guarantee
     -----------------
@@ -114,6 +126,17 @@ class EMMC(PrivateClusterMixin):
     seeds are public randomness; records are clipped to the public ``bounds``. The sparse
     histograms are pure DP in the Real-RAM model (their tail sampling uses floating-point
     draws).
+
+    ``refine="auto"``: the plan, fixed before the data is read, holds a noisy record count
+    (2% of epsilon, from the refinement's share), the refinement's sizes and its sums' budget
+    as reserve items, one per net level, one for the max cover and one for the candidate
+    counts (in proportion to ``shares``). The count is released first (sensitivity 1); from
+    it and public values only the rule compares ``2 (d / eps_sum)^2 sum_j half_j^2 (k /
+    n_hat)^2`` (the step's expected noise per record) with ``sum_j w_j^2 / 12`` (the deepest
+    net cells' widths ``w``). Refine: the reserves move to the sums' item; otherwise each
+    reserve moves to its item and the sizes' item to the candidate counts, before any of them
+    is released. Post-processing of a released count, and exactly ``epsilon`` on either path
+    (the plan's privacy filter).
 
     Departures from the paper
     -------------------------
@@ -137,7 +160,14 @@ class EMMC(PrivateClusterMixin):
     to 65-910; ``cover_radius`` 1.0 / 2.5 instead of 1.5 (one scale) to 1340-2260 / 45-320;
     shares 0.6 / 0.2 / 0.2 to 700-1470; the refinement to 420-950 (one scale; its noisy sums
     move the centres more than the grid's resolution does). Defaults: shares 0.5 / 0.3 / 0.2,
-    ``n_candidates = 2k``, ``n_scales = 3``, ``cover_radius = 1.5``, no refinement.
+    ``n_candidates = 2k``, ``n_scales = 3``, ``cover_radius = 1.5``, ``refine="auto"``. With
+    ``benchmarks/hst_emmc.py`` (epsilon 1, cost over ``KMeans(k, n_init=10)``'s, medians of
+    seeds 0-9): never refining left ``uci_shuttle`` (k = 7) at 31-975 over seeds 0-9
+    (DPLloyd: 2.7-4.5); ``"auto"`` refines there and stays within 1.5 times DPLloyd's cost on
+    every seed, takes ``mnist_emb40`` and ``fashion_emb40`` (k = 10) from 3.42 and 4.18 to
+    2.34 and 1.81 and ``cluto_t4_8k`` (k = 6) from 1.18 to 1.07, and does not refine
+    Synth-10d (5.22 without refinement, 5.10 with the rule; 5.17 and 5.24 over 30 seeds; both
+    lose a cluster on a few seeds in 70, at 23-46).
 
     Parameters
     ----------
@@ -155,13 +185,15 @@ class EMMC(PrivateClusterMixin):
         How many of the deepest released levels run a max cover (default 3).
     cover_radius : float
         Ball radius in cell widths of the level (default 1.5).
-    refine : bool
-        Run the private Lloyd step (default False).
+    refine : bool or "auto"
+        Run the private Lloyd step: True, False, or "auto" (default: HSTKMeans' rule, above).
     shares : tuple of three floats or None
         Budget shares of the net, the max cover and the candidate counts (None: 0.5, 0.3,
         0.2); they split what the refinement leaves.
     refine_share : float
-        Share of epsilon for the refinement, in (0, 1) (only with ``refine=True``).
+        Share of epsilon for the refinement, in (0, 1) (with "auto": the record count and the
+        refinement's budget, which goes to the other releases when it does not run; 0 turns
+        "auto" off).
     random_state : None, int or Generator
         None (secure), int or Generator (reproducible, not secure).
     accountant : Accountant or None
@@ -219,7 +251,7 @@ class EMMC(PrivateClusterMixin):
         n_candidates=None,
         n_scales=3,
         cover_radius=COVER_RADIUS,
-        refine=False,
+        refine="auto",
         shares=None,
         refine_share=REFINE_SHARE,
         random_state=None,
@@ -251,8 +283,7 @@ class EMMC(PrivateClusterMixin):
         if isinstance(rad, bool) or not isinstance(rad, numbers.Real) or not (
                 0 < rad < math.inf):
             raise ValueError(f"cover_radius must be a positive number, got {rad!r}")
-        if not isinstance(self.refine, bool | np.bool_):
-            raise TypeError(f"refine must be True or False, got {self.refine!r}")
+        refine = check_refine(self.refine)
         shares = (NET_SHARE, COVER_SHARE, WEIGHT_SHARE) if self.shares is None else self.shares
         arr = np.asarray(shares, dtype=float) if not isinstance(shares, str) else np.zeros(0)
         if arr.shape != (3,) or not np.isfinite(arr).all() or (arr <= 0).any() or \
@@ -260,16 +291,22 @@ class EMMC(PrivateClusterMixin):
             raise ValueError("shares must be three positive numbers (net, max cover, candidate "
                              f"counts) summing to 1; got {shares!r}")
         rs = self.refine_share
-        if self.refine and (isinstance(rs, bool) or not isinstance(rs, numbers.Real)
-                            or not 0 < rs < 1):
+        if refine == "auto" and isinstance(rs, numbers.Real) and not isinstance(rs, bool) \
+                and rs == 0:
+            refine = False  # "auto" with no share: nothing to decide
+        if refine and (isinstance(rs, bool) or not isinstance(rs, numbers.Real)
+                       or not 0 < rs < 1):
             raise ValueError(f"refine_share must be a number in (0, 1), got {rs!r}")
-        share = float(rs) if self.refine else 0.0
-        return eps, k, depth, m, scales, float(rad), bool(self.refine), arr, share
+        share = float(rs) if refine else 0.0
+        return eps, k, depth, m, scales, float(rad), refine, arr, share
 
     @staticmethod
-    def _plan_items(plan, depth, shares, refine_share, d):
+    def _plan_items(plan, depth, shares, refine_share, d, auto=False):
         """Line items: one per net level (and HST's retry item), the max-cover choices, the
-        candidate counts, the refinement's sizes and sums."""
+        candidate counts, the refinement's sizes and sums (with ``auto``, the sums' budget in
+        reserves for the net's levels below the first, the max cover and the candidate
+        counts, in proportion to their shares: :func:`~privclust.cluster.hst.plan_refinement`).
+        """
         eps = plan.epsilon
         rest = eps * (1.0 - refine_share)
         eps_net, eps_cover, eps_weight = (rest * s for s in shares)
@@ -280,8 +317,11 @@ class EMMC(PrivateClusterMixin):
         plan.add(RETRY_ITEM, "geometric sparse histogram", "pure", 0.0)
         plan.add(_ITEM_COVER, "exponential", "pure", eps_cover)
         plan.add(_ITEM_WEIGHT, "two-sided geometric", "pure", eps_weight)
-        items = plan_centroid_items(plan, "refinement", eps - rest, d) if refine_share else None
-        return levels, items, eps_net / depth, eps_cover, eps_weight
+        targets = [(lv, shares[0] / depth) for lv in levels] + [
+            (_ITEM_COVER, shares[1]), (_ITEM_WEIGHT, shares[2])]
+        items, reserves = plan_refinement(plan, eps - rest, d, targets, auto) \
+            if refine_share else (None, [])
+        return levels, items, reserves
 
     # ------------------------------------------------------------------ fit
     def fit(self, X, y=None):
@@ -301,27 +341,34 @@ class EMMC(PrivateClusterMixin):
         gen = source.generator
         shift = gen.uniform(0.0, 1.0, size=d) * (bounds[:, 1] - bounds[:, 0])  # public
         tree = QuadTree(bounds, shift, depth)
-        levels, items, eps_level, eps_cover, eps_weight = self._plan_items(
-            plan, depth, shares, rshare, d)
+        levels, items, reserves = self._plan_items(plan, depth, shares, rshare, d,
+                                                   refine == "auto")
         self._reserve_plan(plan, accountant, "EMMC")
+        rule = RefineRule(plan, tree, k, items, reserves, _ITEM_WEIGHT) \
+            if refine == "auto" else None
 
         engine = self._make_engine(X, bounds)
         report = self._start_report(plan.reserved(), source)
         mech = Mechanisms(source, report, plan)
-        with fit_progress("EMMC", depth + 2 + int(refine)) as step:
-            cells, _ = grow_tree(engine, mech, tree, levels, eps_level, step)
-            cand = self._max_cover(engine, mech, tree, cells, m, scales, rad, eps_cover, gen)
+        with fit_progress("EMMC", depth + 2 + int(bool(refine))) as step:
+            walk = CellWalk(engine, tree, keep=scales + 1)  # the max cover reads the deepest
+            if rule is not None:
+                rule(engine, mech)  # decides from a released count, moves the budget
+            cells, _ = grow_tree(engine, mech, tree, levels, step, walk)
+            cand = self._max_cover(walk, mech, tree, cells, m, scales, rad,
+                                   plan.item(_ITEM_COVER).epsilon, gen)
             step()
-            weights = self._candidate_counts(engine, mech, cand, eps_weight)
+            weights = self._candidate_counts(engine, mech, cand,
+                                             plan.item(_ITEM_WEIGHT).epsilon)
             step()
             centres = self._centres(cand, weights, bounds, k, gen)
             history, costs = [centres], []
             sizes = self._sizes(cand, weights, centres)
-            if refine:
+            if refine is True or (rule is not None and rule.chosen):
                 n_c, sums, sq = engine.nearest_centre_moments(centres)
                 costs.append(kmeans_cost(centres, n_c, sums, sq))
                 centres, sizes, _ = noisy_centroids(mech, n_c, sums, centres, bounds,
-                                                    rshare * plan.epsilon,
+                                                    refine_epsilon(plan, items, rshare),
                                                     label="refinement", items=items)
                 history.append(centres)
                 step()
@@ -330,6 +377,7 @@ class EMMC(PrivateClusterMixin):
             f"the {min(scales, max(len(cells), 1))} deepest, {m} choices each",
             f"{cand.shape[0]} candidates; k centres by weighted k-means on their noisy counts "
             "(post-processing)",
+            *([rule.note] if rule is not None else []),
             "labels_ are the private centres applied to X (post-processing, not a release)",
         ]
         self.candidates_ = cand
@@ -340,7 +388,7 @@ class EMMC(PrivateClusterMixin):
 
     # ------------------------------------------------------------------ max cover
     @staticmethod
-    def _max_cover(engine, mech, tree, cells, m, scales, rad, eps_cover, gen):
+    def _max_cover(walk, mech, tree, cells, m, scales, rad, eps_cover, gen):
         """The private greedy max cover on the deepest ``scales`` released levels (``scales *
         m`` exponential-mechanism choices in all, ``eps_cover`` split evenly). A level set
         short of levels (the net stopped early) gives its choices to the levels it has; with
@@ -360,7 +408,7 @@ class EMMC(PrivateClusterMixin):
             else:
                 universe = tree.centres(level, cells[idx])
             width = tree.width(level)
-            ex_cells, ex_counts = engine.cell_counts(tree.origin, width)
+            ex_cells, ex_counts = walk.cells(level)  # every non-empty cell of the level
             centres = tree.origin + (ex_cells + 0.5) * width
             radius = rad * float(np.sqrt(np.mean(width**2)))
             inc = coverage_matrix(universe, centres, radius)

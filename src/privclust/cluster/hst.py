@@ -16,7 +16,7 @@ import numpy as np
 from sklearn.cluster import KMeans
 
 from .._progress import fit_progress
-from ..privacy import Mechanisms, resolve_random_state
+from ..privacy import NOISY_N_SHARE, Mechanisms, resolve_random_state
 from ..privacy.histogram import release_sparse_histogram
 from ._base import (
     PrivateClusterMixin,
@@ -26,9 +26,16 @@ from ._base import (
     check_positive_int,
     nearest_centre,
 )
-from ._centres import finish_centre_fit, kmeans_cost, noisy_centroids, plan_centroid_items
+from ._centres import (
+    finish_centre_fit,
+    kmeans_cost,
+    noisy_centroids,
+    plan_centroid_items,
+    su_budget_split,
+)
 
-__all__ = ["RETRY_ITEM", "HSTKMeans", "QuadTree", "grow_tree", "hst_threshold", "level_keys"]
+__all__ = ["RETRY_ITEM", "CellWalk", "HSTKMeans", "QuadTree", "grow_tree", "hst_threshold",
+           "level_keys"]
 
 #: Default share of epsilon for the private Lloyd refinement (the rest builds the tree).
 REFINE_SHARE = 0.3
@@ -65,6 +72,15 @@ def _default_depth(k: int, d: int) -> int:
     halvings (in blocks for wide data; see the class docstring for the measurement)."""
     full = int(np.clip(math.ceil(math.log2(max(k, 2))), 4, 8))
     return full * math.ceil(d / MAX_SPLIT_DIMS)
+
+
+def check_refine(refine):
+    """``refine``: True, False or "auto" (returned as True, False or "auto")."""
+    if isinstance(refine, str) and refine == "auto":
+        return "auto"
+    if not isinstance(refine, bool | np.bool_):
+        raise TypeError(f"refine must be True, False or 'auto', got {refine!r}")
+    return bool(refine)
 
 
 def _row_hash(rows: np.ndarray) -> np.ndarray:
@@ -125,6 +141,105 @@ def _release_level(mech, n_parents, b, keys, counts, epsilon, level, item):
     )
 
 
+def refinement_noise(bounds: np.ndarray, eps_sum: float, k: int, n_hat: float) -> float:
+    """Expected squared error per record that one private Lloyd step's noise adds, for ``k``
+    clusters of ``n_hat / k`` records: the sums of ``(x - mid) / half`` get Laplace noise of
+    scale ``d / eps_sum`` per coordinate, so a centre moves by ``2 (d / eps_sum)^2
+    sum_j half_j^2 / n_c^2`` in squared distance and its ``n_c`` records pay that each:
+    ``2 (d / eps_sum)^2 sum_j half_j^2 k^2 / n_hat^2`` per record (balanced clusters: the
+    least it can be). Public values and a released count only."""
+    d = bounds.shape[0]
+    half = (bounds[:, 1] - bounds[:, 0]) / 2.0
+    return 2.0 * (d / eps_sum) ** 2 * float(np.sum(half**2)) * (k / max(n_hat, 1.0)) ** 2
+
+
+def quantisation_error(tree: QuadTree, level: int) -> float:
+    """Expected squared distance per record from a point spread evenly over a cell of
+    ``level`` to the cell's centre: ``sum_j w_j^2 / 12`` (public geometry)."""
+    w = np.minimum(tree.width(level), tree.bounds[:, 1] - tree.bounds[:, 0])
+    return float(np.sum(w**2) / 12.0)
+
+
+class RefineRule:
+    """``refine="auto"``: run the private Lloyd step only when its expected noise error is
+    below the tree's quantisation error, decided before the tree from a noisy record count.
+
+    The plan holds the step's budget up front (:func:`plan_refinement`): a noisy record
+    count (``NOISY_N_SHARE`` of epsilon, at most a quarter of the step's share, taken from
+    it), the sizes' item and, for the sums, reserve items, one per later line item that
+    could use the budget instead. The rule compares :func:`refinement_noise` (the released
+    count ``n_hat``, k, the bounds, the sums' epsilon) with :func:`quantisation_error` at the
+    deepest planned level. Refining: the reserves move to the sums' item. Not refining: each
+    reserve moves to its line item and the sizes' item to ``sizes_to``, so the fit spends
+    the whole budget without the step. Public values and a released count only:
+    post-processing, and every path spends at most ``epsilon`` (the plan's privacy filter).
+    """
+
+    def __init__(self, plan, tree, k, items, reserves, sizes_to):
+        self.plan, self.tree, self.k = plan, tree, k
+        self.items, self.reserves, self.sizes_to = items, reserves, sizes_to
+        self.chosen, self.note = False, ""
+
+    def __call__(self, engine, mech) -> None:
+        """Release the record count, decide, move the budget."""
+        plan = self.plan
+        n_hat = float(mech.count(engine.count(engine.root()), plan.item(COUNT_ITEM).epsilon,
+                                 target="record count (refine='auto')",
+                                 note="decides whether the private Lloyd step runs",
+                                 item=COUNT_ITEM)[0])
+        eps_sum = sum(plan.item(r).epsilon for r, _ in self.reserves)
+        noise = refinement_noise(self.tree.bounds, eps_sum, self.k, n_hat)
+        quant = quantisation_error(self.tree, self.tree.depth)
+        self.chosen = noise < quant
+        if self.chosen:
+            plan.move_unspent([r for r, _ in self.reserves], self.items[1],
+                              "refine='auto' refines")
+        else:
+            for reserve, target in self.reserves:
+                plan.move_unspent([reserve], target, "refine='auto' does not refine")
+            plan.move_unspent([self.items[0]], self.sizes_to, "refine='auto' does not refine")
+        self.note = (f"refine='auto': expected refinement noise {noise:.4g} per record (n_hat "
+                     f"{n_hat:g}) {'<' if self.chosen else '>='} the tree's quantisation "
+                     f"error {quant:.4g}: " + ("the private Lloyd step runs" if self.chosen
+                                               else "no refinement; its budget went to "
+                                               "the other releases"))
+
+
+#: The line item of ``refine="auto"``'s noisy record count (:class:`RefineRule`).
+COUNT_ITEM = "record count, refine='auto'"
+
+
+def plan_refinement(plan, eps_refine: float, d: int, targets, auto: bool):
+    """The refinement's two line items (sizes, sums; Su et al.'s split). With ``auto``: first
+    the noisy record count (:data:`COUNT_ITEM`), then the sizes' item and the sums' budget
+    in reserve items, one per ``(line item, weight)`` of ``targets`` (its share of the sums'
+    budget: ``weight / sum of weights``), for :class:`RefineRule`. Returns ``(items,
+    reserves)``, ``reserves`` as ``(reserve, target)`` pairs."""
+    if not auto:
+        return plan_centroid_items(plan, "refinement", eps_refine, d), []
+    eps_n = min(NOISY_N_SHARE * plan.epsilon, eps_refine / 4.0)
+    plan.add(COUNT_ITEM, "two-sided geometric", "pure", eps_n)
+    eps_count, eps_sum = su_budget_split(eps_refine - eps_n, d)
+    items = ("cluster sizes, refinement", "cluster sums, refinement")
+    plan.add(items[0], "two-sided geometric", "pure", eps_count)
+    plan.add(items[1], "laplace", "pure", 0.0)  # the reserves move here if the rule refines
+    total = float(sum(w for _, w in targets))
+    reserves = []
+    for target, weight in targets:
+        reserves.append((f"refinement or {target}", target))
+        plan.add(reserves[-1][0], "laplace, or as its target", "pure",
+                 eps_sum * weight / total)
+    return items, reserves
+
+
+def refine_epsilon(plan, items, share: float) -> float:
+    """The epsilon :func:`noisy_centroids` splits: ``share * epsilon`` as planned, or after
+    ``refine="auto"`` (a record count first) what its two items hold."""
+    if plan.has_item(COUNT_ITEM):
+        return plan.item(items[0]).epsilon + plan.item(items[1]).epsilon
+    return share * plan.epsilon
+
+
 class QuadTree:
     """The public geometry of the shifted quadtree: origin, widths and split blocks per level."""
 
@@ -179,9 +294,13 @@ class HSTKMeans(PrivateClusterMixin):
        (a greedy choice of heavy cells) and adapts it to k-means; here the k-means objective is
        optimised directly on the tree's summary (a different post-processing of the same
        private tree, not compared here against the paper's tree solution).
-    3. **Refinement** (optional, ``refine=True``; off by default): one private Lloyd step, a
-       noisy size and a noisy sum of the records nearest every centre (Su et al.'s split
-       between the two).
+    3. **Refinement** (``refine="auto"`` by default; always with ``True``, never with
+       ``False``): one private Lloyd step, a noisy size and a noisy sum of the records nearest
+       every centre (Su et al.'s split between the two). The tree places a centre at most at
+       the centre of a cell; where a feature's public range dwarfs its data (``uci_shuttle``:
+       -4900..5100 for values within +-10 of 0), the deepest cells are still hundreds of units
+       wide and only a noisy mean finds the data. ``"auto"`` refines when the step's expected
+       noise error is below the tree's quantisation error (below).
 
     Privacy guarantee
     -----------------
@@ -198,17 +317,42 @@ class HSTKMeans(PrivateClusterMixin):
     sparse histogram is pure DP in the Real-RAM model (its tail sampling uses floating-point
     exponential draws).
 
+    ``refine="auto"`` (:class:`RefineRule`): the plan, fixed before the data is read, holds a
+    noisy record count (``NOISY_N_SHARE`` = 2% of epsilon, taken from the refinement's share),
+    the refinement's sizes and its sums' budget as one reserve item per tree level. The count
+    is released first (two-sided geometric noise, sensitivity 1); the rule then compares, from
+    that count ``n_hat`` and public values only, the refinement's expected noise error per
+    record, ``2 (d / eps_sum)^2 sum_j half_j^2 (k / n_hat)^2`` (:func:`refinement_noise`:
+    Laplace noise on the unit sums, k clusters of ``n_hat / k`` records, ``half`` the bounds'
+    half-widths), with the tree's quantisation error at its deepest level, ``sum_j w_j^2 / 12``
+    (:func:`quantisation_error`, ``w`` the public cell widths). Refine: the reserves move to
+    the sums' item. Otherwise each reserve moves to its level and the sizes' item to the last
+    level, before any level is released, so the tree spends all but the count. The decision
+    is post-processing of a released count, so it costs nothing beyond the count; the budget
+    moves are adaptive choices of privacy parameters that spend exactly ``epsilon`` on either
+    path (the plan's privacy filter, as for the retry), and the levels' thresholds follow from
+    their (public, moved) epsilons.
+
     Choices where the paper leaves room (measured with ``benchmarks/hst.py``, medians of 5
     seeds; Synth-10d = ``make_blobs(100000, 10, centers=64, center_box=(-100, 100))``, k = 64)
     -------------------------------------------------------------------------------------------
     * Budget: uniform over the levels (the paper's split). Budget of levels the tree does not
       reach (a level that releases no cell) re-releases that level once at their combined
       epsilon, so the fit always spends exactly ``epsilon``.
-    * Refinement: off by default. The private Lloyd step (``refine_share=0.3``) kept the
-      accuracy on Synth-10d (1.00) but raised the k-means cost per record from 42 to 161 at
-      epsilon 1 (106 to 554 at 0.5): with ~1,500 records per cluster its noisy sums move the
-      centres more than the tree's cells do. It lowers the cost on ``uci_letter`` (73 to 49)
-      and ``mnist_emb40`` (15 to 12) at a lower majority accuracy (0.22 to 0.19; 0.90 to 0.80).
+    * Refinement: ``"auto"``. Always refining (``refine_share=0.3``) kept the accuracy on
+      Synth-10d (1.00) but raised the k-means cost per record from 42 to 161 at epsilon 1
+      (106 to 554 at 0.5): with ~1,500 records per cluster its noisy sums move the centres
+      more than the tree's cells do (the rule: noise ~150 against a quantisation error of 38
+      per record, no refinement). Never refining left ``uci_shuttle`` (k = 7, its public
+      bounds) at 32-970 times the cost of ``KMeans(7, n_init=10)`` over seeds 0-9, where
+      DPLloyd gets 2.7-4.5 (the rule: noise ~1.7e4 against 2.6e6, refine). Measured with
+      ``benchmarks/hst_emmc.py`` (epsilon 1, cost over KMeans' with 10 restarts, medians of
+      seeds 0-9 unless stated): on shuttle "auto" stays within 1.5 times DPLloyd's cost on
+      every seed 0-9 (219 without refinement); ``mnist_emb40`` and ``fashion_emb40``
+      (k = 10) go from 2.34 and 2.24 to 1.64 and 1.18, ``cluto_t4_8k`` (k = 6) from 1.04 to
+      1.02; Synth-10d (k = 64, no refinement) from 4.40 to 4.66 (4.37 to 4.58 over 30 seeds:
+      the count's 2%). Spreading the unused reserve over levels 2 to 6 only gave 4.29 over
+      30 seeds, but one seed at 15; the even spread had none.
     * Threshold: :func:`hst_threshold`, at most 0.25 false-positive children per released cell
       in expectation (``ln(2^d / 0.25) / eps_level``, integer): no record count needed.
     * Depth: ``max_depth=None`` takes ``clip(ceil(log2 k), 4, 8)`` halvings of every dimension
@@ -228,10 +372,13 @@ class HSTKMeans(PrivateClusterMixin):
         Public bounds, ``(lo, hi)`` for every feature or a ``(d, 2)`` array. Required.
     max_depth : int or None
         Levels of the tree (None: the rule above).
-    refine : bool
-        Run the private Lloyd step (default False).
+    refine : bool or "auto"
+        Run the private Lloyd step: True, False, or "auto" (default: when its expected noise
+        error is below the tree's quantisation error; see above).
     refine_share : float
-        Share of epsilon for the refinement, in [0, 1) (only with ``refine=True``).
+        Share of epsilon for the refinement (with "auto": the record count and the
+        refinement's budget, which goes to the tree when it does not run), in [0, 1); 0
+        turns "auto" off.
     random_state : None, int or Generator
         None (secure), int or Generator (reproducible, not secure).
     accountant : Accountant or None
@@ -250,7 +397,8 @@ class HSTKMeans(PrivateClusterMixin):
         Nearest private centre of every training row (post-processing of the private model
         applied to X, not a release).
     ``n_iter_`` : int
-        Private Lloyd steps run (0 or 1).
+        Private Lloyd steps run (0 or 1; with "auto", the rule's choice, stated in the
+        privacy report's notes).
     ``centers_history_`` : ndarray
         The centres from the tree, then after the refinement.
     ``cost_history_`` : ndarray
@@ -288,7 +436,7 @@ class HSTKMeans(PrivateClusterMixin):
         epsilon=1.0,
         bounds=None,
         max_depth=None,
-        refine=False,
+        refine="auto",
         refine_share=REFINE_SHARE,
         random_state=None,
         accountant=None,
@@ -307,28 +455,31 @@ class HSTKMeans(PrivateClusterMixin):
         k = check_n_clusters(self.n_clusters)
         depth = None if self.max_depth is None else check_positive_int(
             self.max_depth, "max_depth", upper=64)
-        if not isinstance(self.refine, bool | np.bool_):
-            raise TypeError(f"refine must be True or False, got {self.refine!r}")
+        refine = check_refine(self.refine)
         share = self.refine_share
         if isinstance(share, bool) or not isinstance(share, numbers.Real) or not (
                 0 <= share < 1):
             raise ValueError(f"refine_share must be a number in [0, 1), got {share!r}")
-        if self.refine and share == 0:
+        if refine is True and share == 0:
             raise ValueError("refine=True needs refine_share > 0 (or pass refine=False)")
+        if share == 0:
+            refine = False  # "auto" with no share: nothing to decide
         if self.max_depth is not None and self.max_depth < 1:
             raise ValueError(f"max_depth must be an int >= 1, got {self.max_depth!r}")
-        return eps, k, depth, bool(self.refine), float(share) if self.refine else 0.0
+        return eps, k, depth, refine, float(share) if refine else 0.0
 
-    def _plan_items(self, plan, depth, share, d):
-        """The line items: one per level, then the refinement's sizes and sums."""
+    def _plan_items(self, plan, depth, share, d, auto=False):
+        """The line items: one per level, then the refinement's sizes and sums (with
+        ``auto``, the sums' budget in reserves: :func:`plan_refinement`)."""
         eps_refine = share * plan.epsilon
         eps_level = (plan.epsilon - eps_refine) / depth
         levels = [f"cell counts, level {lv}" for lv in range(1, depth + 1)]
         for name in levels:
             plan.add(name, "geometric sparse histogram", "pure", eps_level)
         plan.add(RETRY_ITEM, "geometric sparse histogram", "pure", 0.0)  # see grow_tree
-        items = plan_centroid_items(plan, "refinement", eps_refine, d) if share else None
-        return levels, items, eps_level
+        items, reserves = plan_refinement(plan, eps_refine, d, [(lv, 1) for lv in levels],
+                                          auto) if share else (None, [])
+        return levels, items, reserves
 
     def fit(self, X, y=None):
         """Cluster X privately. ``y`` is ignored (present for scikit-learn compatibility)."""
@@ -347,26 +498,29 @@ class HSTKMeans(PrivateClusterMixin):
         gen = source.generator
         shift = gen.uniform(0.0, 1.0, size=d) * (bounds[:, 1] - bounds[:, 0])  # public
         tree = QuadTree(bounds, shift, depth)
-        levels, items, eps_level = self._plan_items(plan, depth, share, d)
+        levels, items, reserves = self._plan_items(plan, depth, share, d, refine == "auto")
         self._reserve_plan(plan, accountant, "HSTKMeans")
+        rule = RefineRule(plan, tree, k, items, reserves, levels[-1]) \
+            if refine == "auto" else None
 
         engine = self._make_engine(X, bounds)
         report = self._start_report(plan.reserved(), source)
         mech = Mechanisms(source, report, plan)
-        with fit_progress("HSTKMeans", depth + int(refine)) as step:
-            cells, counts = grow_tree(engine, mech, tree, levels, eps_level, step)
+        with fit_progress("HSTKMeans", depth + int(bool(refine))) as step:
+            if rule is not None:
+                rule(engine, mech)  # decides from a released count, moves the budget
+            cells, counts = grow_tree(engine, mech, tree, levels, step)
             reached = len(cells)
             points, weights = self._summary(tree, cells, counts)
             centres = self._centres_from_summary(points, weights, bounds, k, gen)
             history, costs = [centres], []
             sizes = self._summary_sizes(points, weights, centres)
-            if refine:
+            if refine is True or (rule is not None and rule.chosen):
                 n_c, sums, sq = engine.nearest_centre_moments(centres)
                 costs.append(kmeans_cost(centres, n_c, sums, sq))
-                eps_refine = share * plan.epsilon
                 centres, sizes, _ = noisy_centroids(mech, n_c, sums, centres, bounds,
-                                                    eps_refine, label="refinement",
-                                                    items=items)
+                                                    refine_epsilon(plan, items, share),
+                                                    label="refinement", items=items)
                 history.append(centres)
                 step()
         report.notes += [
@@ -374,6 +528,7 @@ class HSTKMeans(PrivateClusterMixin):
             f"{np.round(shift, 6).tolist()[:4]}{'...' if d > 4 else ''}",
             f"{len(points)} weighted cells from the private tree; k centres by weighted "
             "k-means on them (post-processing)",
+            *([rule.note] if rule is not None else []),
             "labels_ are the private centres applied to X (post-processing, not a release)",
         ]
         self.tree_cells_ = [tree.centres(lv + 1, c) for lv, c in enumerate(cells)]
@@ -430,28 +585,98 @@ class HSTKMeans(PrivateClusterMixin):
         return np.rint(np.bincount(lab, weights=weights, minlength=k)).astype(np.int64)
 
 
-def grow_tree(engine, mech, tree, levels, eps_level, step):
-    """Release the tree level by level. A level that releases no cell is released once
-    more with the budget of every level below it (the ``retry`` item); then the tree
-    stops. Returns the released cells (integer indices) and noisy counts per level."""
+def _root_holds_the_box(tree) -> bool:
+    """Whether every record (clipped to the bounds; float32 storage may round a bound outward
+    by half a float32 step) lies in the root cell: then the root's children are the level-1
+    cells of every record. A public check on the bounds and the shift; it fails only for a
+    shift within ~1e-7 of the width (the cell walk then asks for whole grids, as before)."""
+    lo, hi = tree.bounds[:, 0], tree.bounds[:, 1]
+    pad = 2.0**-20 * np.maximum(np.abs(lo), np.abs(hi)) + 1e-300
+    low = np.floor(np.subtract(lo - pad, tree.origin) / tree.root_width)
+    high = np.floor(np.subtract(hi + pad, tree.origin) / tree.root_width)
+    return bool((low == 0).all() and (high == 0).all())
+
+
+class CellWalk:
+    """The exact non-empty cells of the tree's levels, one level at a time (the input of the
+    levels' releases; never released themselves).
+
+    With an engine that splits groups (:meth:`~privclust.engine.LocalEngine.split_cells`)
+    every record keeps the index of its cell, and each level splits the cells of the level
+    above along the level's block of features: one pass over the block and one sort of
+    integer keys per level. Otherwise each level asks for the grid's cell counts
+    (:meth:`~privclust.engine.Engine.cell_counts`) and finds every cell's parent among the
+    cells of the level above. Both give the same cells and counts. ``keep``: how many of the
+    latest levels :meth:`cells` can still answer for.
+    """
+
+    def __init__(self, engine, tree: QuadTree, keep: int = 0):
+        self.engine, self.tree, self.keep = engine, tree, keep
+        self.split = hasattr(engine, "split_cells") and _root_holds_the_box(tree)
+        self.groups = engine.root() if self.split else None
+        self.rows = np.zeros((1, tree.bounds.shape[0]), dtype=np.int64)  # the root
+        self.recent: dict = {}
+
+    def next(self, level: int):
+        """``(parent, bits, counts)`` of every non-empty cell of ``level``: the index of its
+        parent among the cells of the level above (-1: outside the root), its halves along
+        the level's block (bit ``i`` for the block's ``i``-th feature) and its exact count."""
+        tree = self.tree
+        blk, width = tree.block(level), tree.width(level)
+        if self.split:
+            self.groups, parent, bits, counts = self.engine.split_cells(
+                self.groups, tree.origin, width, blk)
+            state = self.groups
+        else:
+            cells, counts = self.engine.cell_counts(tree.origin, width)
+            up = cells.copy()
+            up[:, blk] >>= 1
+            parent = _lookup_rows(self.rows, up)
+            bits = ((cells[:, blk] & 1) << np.arange(blk.size, dtype=np.int64)).sum(axis=1)
+            self.rows = state = cells
+        self.recent[level] = (state, counts)
+        self.recent.pop(level - self.keep, None)
+        return parent, bits, counts
+
+    def cells(self, level: int):
+        """``(cells, counts)``: the integer indices and exact counts of the non-empty cells of
+        a level among the latest ``keep`` walked."""
+        state, counts = self.recent[level]
+        if isinstance(state, np.ndarray):
+            return state, counts
+        return self.engine.group_cells(state, self.tree.origin, self.tree.width(level)), counts
+
+
+def grow_tree(engine, mech, tree, levels, step, walk=None):
+    """Release the tree level by level, each at its line item's epsilon (read when the level
+    is released: budget may have moved to it). A level that releases no cell is released once
+    more with the budget of every level below it (the ``retry`` item); then the tree stops.
+    Returns the released cells (integer indices) and noisy counts per level. ``walk``: the
+    :class:`CellWalk` to read the levels from (a new one by default)."""
     d = tree.bounds.shape[0]
     plan = mech.plan
+    walk = CellWalk(engine, tree) if walk is None else walk
     survivors = np.zeros((1, d), dtype=np.int64)  # the root: public, holds every record
+    rank = np.zeros(1, dtype=np.int64)  # per cell of the level above: its released rank
     out_cells, out_counts = [], []
     level = 0
     while level < len(levels):
         level += 1
         blk = tree.block(level)
-        cells, counts = engine.cell_counts(tree.origin, tree.width(level))
-        keys, inside = level_keys(survivors, cells, blk)
-        rkeys, rvals = _release_level(mech, survivors.shape[0], blk.size, keys,
-                                      counts[inside], eps_level, level, levels[level - 1])
+        parent, bits, counts = walk.next(level)
+        # a cell's key in the level's universe: rank(parent) * 2^b + its halves (level_keys)
+        up = np.where(parent >= 0, rank[np.maximum(parent, 0)], -1)
+        inside = up >= 0
+        keys = np.where(inside, (up << blk.size) | bits, -1)
+        rkeys, rvals = _release_level(mech, survivors.shape[0], blk.size, keys[inside],
+                                      counts[inside], plan.item(levels[level - 1]).epsilon,
+                                      level, levels[level - 1])
         step()
         if rkeys.size == 0 and level < len(levels):
             eps_retry = plan.move_unspent(levels[level:], RETRY_ITEM, "the tree stopped at "
                                           f"level {level}: its cells are released again "
                                           "with the budget of the levels below")
-            rkeys, rvals = _release_level(mech, survivors.shape[0], blk.size, keys,
+            rkeys, rvals = _release_level(mech, survivors.shape[0], blk.size, keys[inside],
                                           counts[inside], eps_retry, level, RETRY_ITEM)
             level = len(levels)
         if rkeys.size == 0:
@@ -462,6 +687,8 @@ def grow_tree(engine, mech, tree, levels, eps_level, step):
         out_cells.append(children)
         out_counts.append(np.asarray(rvals, dtype=np.int64))
         survivors = children
+        at = np.minimum(np.searchsorted(rkeys, keys), rkeys.size - 1)
+        rank = np.where(inside & (rkeys[at] == keys), at, -1)
         if level < len(levels) and \
                 survivors.shape[0] * (1 << tree.block(level + 1).size) >= 2**62:
             plan.move_unspent(levels[level:], RETRY_ITEM, "flat cell keys would overflow")

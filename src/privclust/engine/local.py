@@ -6,9 +6,20 @@ chunks so temporary memory stays bounded whatever n is.
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
+
 import numpy as np
 
-from .._geometry import flat_cell_keys, nearest_centres, rows_outside
+from .._geometry import (
+    flat_cell_keys,
+    most_likely_labeller,
+    nearest_centres,
+    rows_outside,
+    single_threaded_blas,
+)
+from .._parallel import N_THREADS
 from .._parallel import each_chunk as _each_chunk
 from ._exact import (
     MAX_CHUNK_VALUES,
@@ -38,6 +49,15 @@ class LocalGrouping(Grouping):
     def __init__(self, group: np.ndarray, n_groups: int):
         self.group = group
         self.n_groups = int(n_groups)
+
+
+class LocalCells(LocalGrouping):
+    """A grouping into grid cells (:meth:`LocalEngine.split_cells`), with one record of every
+    cell (``first``, record indices) to read the cells' indices from."""
+
+    def __init__(self, group: np.ndarray, n_groups: int, first: np.ndarray):
+        super().__init__(group, n_groups)
+        self.first = first
 
 
 class LocalEngine(Engine):
@@ -303,6 +323,90 @@ class LocalEngine(Engine):
         cells = cells_of_keys(ukeys, lo, strides)
         return cells, counts.astype(np.int64)
 
+    def split_cells(self, grouping, origin, cell_width, dims):
+        """Split every group into its halves along ``dims`` on a grid (one level of a quadtree
+        per call: HSTKMeans and EMMC).
+
+        A record of group ``g`` goes to the child ``(g, bits)``, ``bits = sum_i (c_i & 1) << i``
+        with ``c_i = floor((x_{dims[i]} - origin) / cell_width)`` its cell index along
+        ``dims[i]`` (in float64, as :func:`flat_cell_keys` computes cells): its half of the
+        group. When every group is one cell of the grid twice as wide along ``dims``, the
+        children are the non-empty cells of this grid (the cell widths are powers of two
+        apart, so ``floor(2 y) >> 1 == floor(y)`` exactly). One pass over the split features
+        and one sort of the records' integer keys: no per-cell work in Python and no sort of
+        (record, feature) rows.
+
+        Returns ``(children, parent, bits, counts)``: a :class:`LocalCells` grouping whose
+        group ``i`` holds the records of child ``i`` (records in no group stay in none) and,
+        per child in ``(parent, bits)`` order, its parent group, bits and count ((m,) int64).
+        """
+        origin = np.asarray(origin, dtype=float)
+        cell_width = np.asarray(cell_width, dtype=float)
+        dims = np.asarray(dims, dtype=np.int64)
+        b = dims.size
+        if not 0 < b <= 62:
+            raise ValueError(f"split_cells splits 1 to 62 features at once, got {b}")
+        g = grouping.group
+        bits = self._half_bits(origin[dims], cell_width[dims], dims)
+        inside = np.flatnonzero(g >= 0)
+        parent = g[inside].astype(np.int64)
+        if grouping.n_groups <= (1 << (62 - b)):  # one int64 key per record
+            keys = (parent << b) | bits[inside]
+            ukeys, first, inverse, counts = np.unique(keys, return_index=True,
+                                                      return_inverse=True, return_counts=True)
+            uparent, ubits = ukeys >> b, ukeys & ((1 << b) - 1)
+        else:  # keys would overflow: sort (parent, bits) pairs
+            pb = bits[inside]
+            order = np.lexsort((pb, parent))
+            p_s, b_s = parent[order], pb[order]
+            new = np.ones(order.size, dtype=bool)
+            new[1:] = (p_s[1:] != p_s[:-1]) | (b_s[1:] != b_s[:-1])
+            starts = np.flatnonzero(new)
+            first, uparent, ubits = order[starts], p_s[starts], b_s[starts]
+            counts = np.diff(np.append(starts, order.size))
+            inverse = np.empty(order.size, dtype=np.int64)
+            inverse[order] = np.cumsum(new) - 1
+        m = uparent.size
+        out = g.astype(np.int32 if m < 2**31 else np.int64, copy=True)
+        out[inside] = inverse.ravel()
+        return (LocalCells(out, m, inside[first]), uparent.astype(np.int64),
+                ubits.astype(np.int64), counts.astype(np.int64))
+
+    def _half_bits(self, origin, cell_width, dims):
+        """``sum_i (floor((x_{dims[i]} - origin_i) / cell_width_i) & 1) << i`` per record."""
+        n = self.X.shape[0]
+        b = dims.size
+        out = np.empty(n, dtype=np.int64)
+        exact = b <= 52  # a float64 dot of 0/1 values with powers of two is exact below 2^53
+        weights = np.exp2(np.arange(b)) if exact else None
+        for sl in self._chunks():
+            q = np.subtract(self.X[sl][:, dims], origin, dtype=np.float64)
+            q /= cell_width
+            np.floor(q, out=q)
+            half = np.floor(q * 0.5)
+            q -= half + half  # the parity of the cell index: 0.0 or 1.0
+            if exact:
+                out[sl] = q @ weights
+            else:
+                out[sl] = (q.astype(np.int64) << np.arange(b, dtype=np.int64)).sum(axis=1)
+        return out
+
+    def group_cells(self, grouping, origin, cell_width):
+        """The grid cell of every group, for groups that each lie in one cell (the children
+        of :meth:`split_cells`): ``floor((x - origin) / cell_width)`` of one record of each
+        group, (n_groups, d) int64."""
+        origin = np.asarray(origin, dtype=float)
+        cell_width = np.asarray(cell_width, dtype=float)
+        first = getattr(grouping, "first", None)
+        if first is None:
+            g = grouping.group
+            inside = np.flatnonzero(g >= 0)
+            _, at = np.unique(g[inside], return_index=True)
+            first = inside[at]
+        x = np.subtract(self.X[first], origin, dtype=np.float64)
+        x /= cell_width
+        return np.floor(x).astype(np.int64)
+
     def assignment_stats(self, assignment, *, second_moments=False, squared_norms=False):
         """See :meth:`privclust.engine.base.Engine.assignment_stats`."""
         st = self.exact_assignment_stats(assignment, second_moments=second_moments,
@@ -311,7 +415,15 @@ class LocalEngine(Engine):
 
     def exact_assignment_stats(self, assignment, *, second_moments=False, squared_norms=False):
         """:meth:`assignment_stats` with exact integer totals (:class:`ExactSums`) for the
-        sums, moments and squared norms (:mod:`privclust.engine._exact`)."""
+        sums, moments and squared norms (:mod:`privclust.engine._exact`).
+
+        One pass over the chunks: each chunk's labels, then its exact statistics. A
+        most-likely assignment (``k d (d + 1)`` multiply-adds a record) shares the chunks
+        between threads on big data, each adding into its own exact totals, which are then
+        added: exact sums do not depend on the order, so the result is the same bit for bit
+        (:func:`_on_threads`)."""
+        threaded = most_likely = False
+        label_dtype = np.intp
         if isinstance(assignment, NearestCentre):
             centres = np.asarray(assignment.centres, dtype=float)
             labels = self._labels(centres)  # cached: Lloyd asks twice for the same centres
@@ -322,6 +434,9 @@ class LocalEngine(Engine):
         elif isinstance(assignment, MostLikelyComponent):
             chunk_labels = _most_likely(assignment)
             k = np.asarray(assignment.means).shape[0]
+            most_likely = True
+            threaded = _share_cores(self.n_records, k, self.n_features)
+            label_dtype = _label_dtype(k)
         else:
             raise TypeError(f"unknown assignment {type(assignment).__name__}")
         d = self.n_features
@@ -330,14 +445,18 @@ class LocalEngine(Engine):
         if grid is None or grid.dtype != self.X.dtype:
             grid = self._grid = BoxGrid(self.bounds, self.X.dtype)
         classes = grid.square_classes()
-        st = AssignmentStats(
-            np.zeros(k, dtype=np.int64), ExactSums.zeros((k, d), grid.exp),
-            ExactSums.zeros((k, d, d), grid.exp[:, None] + grid.exp) if second_moments else None,
-            ExactSums.zeros((len(classes), k), 2 * np.array([grid.exp[c[0]] for c in classes])[
-                :, None]) if squared_norms else None)
-        for sl in self._chunks():
+
+        def new_stats():
+            return AssignmentStats(
+                np.zeros(k, dtype=np.int64), ExactSums.zeros((k, d), grid.exp),
+                ExactSums.zeros((k, d, d), grid.exp[:, None] + grid.exp)
+                if second_moments else None,
+                ExactSums.zeros((len(classes), k), 2 * np.array(
+                    [grid.exp[c[0]] for c in classes])[:, None]) if squared_norms else None)
+
+        def add_chunk(st, sl):
             x = self.X[sl]
-            lab = as_scratch("labels", chunk_labels(sl, x), np.intp)
+            lab = as_scratch("labels", chunk_labels(sl, x), label_dtype)
             u = grid.units(x)
             st.counts += np.bincount(lab, minlength=k)
             st.sums.add(group_sums(lab, u, k))
@@ -345,6 +464,14 @@ class LocalEngine(Engine):
                 st.sq_norms.add_parts(sq_norm_parts(lab, u, k, classes))
             if second_moments:
                 st.moments.add_parts(moment_parts(lab, u, k))
+
+        if threaded:
+            with single_threaded_blas():  # small products (see most_likely_labeller)
+                return _on_threads(new_stats, add_chunk, list(self._chunks()))
+        st = new_stats()
+        with single_threaded_blas() if most_likely else nullcontext():
+            for sl in self._chunks():
+                add_chunk(st, sl)
         return st
 
     # k-means family ------------------------------------------------------------------
@@ -407,20 +534,64 @@ class LocalEngine(Engine):
 
 
 def _most_likely(assignment: MostLikelyComponent):
-    """A function ``(slice, x) -> labels``: the most likely component of each record."""
-    means = np.asarray(assignment.means, dtype=float)
-    chol = np.asarray(assignment.cov_cholesky, dtype=float)
-    log_weights = np.asarray(assignment.log_weights, dtype=float)
-    log_det = np.log(np.abs(np.diagonal(chol, axis1=1, axis2=2))).sum(axis=1)
+    """A function ``(slice, x) -> labels``: the most likely component of each record
+    (:func:`privclust._geometry.most_likely_labeller`, the one implementation both engines
+    run; ties to the lower index)."""
+    labeller = most_likely_labeller(assignment.means, assignment.cov_cholesky,
+                                    assignment.log_weights)
 
     def labels(sl, x):
-        score = np.empty((x.shape[0], means.shape[0]))
-        for c in range(means.shape[0]):  # a loop over components, vectorised over records
-            z = np.linalg.solve(chol[c], (x - means[c]).T)
-            score[:, c] = log_weights[c] - log_det[c] - 0.5 * (z * z).sum(axis=0)
-        return np.argmax(score, axis=1)
+        return labeller(x)
 
     return labels
+
+
+def _label_dtype(k: int):
+    """The smallest integer type of ``k`` labels: 8 or 16-bit labels take NumPy's radix sort in
+    ``moment_parts``'s stable argsort (3x faster than on intp, measured; a stable sort's
+    result does not depend on the type, and every other use of the labels is an index)."""
+    return np.uint8 if k <= 1 << 8 else (np.int16 if k <= 1 << 15 else np.intp)
+
+
+#: Multiply-adds (records x components x (features + 1)^2) above which a most-likely pass
+#: shares its chunks between threads (about 5 ms of work on one core: far above the cost of
+#: starting the threads).
+_THREADED_WORK = 1 << 26
+
+
+def _share_cores(n: int, k: int, d: int) -> bool:
+    """Whether a most-likely pass over ``n`` records runs on threads: on big enough data, with
+    more than one core and more than one chunk, and only from the main thread (a pass that
+    already runs in a worker thread, e.g. a Dask task, leaves the cores to its pool)."""
+    return (N_THREADS > 1 and n * k * (d + 1) ** 2 >= _THREADED_WORK
+            and n > _CHUNK_ELEMENTS // max(d, 1)
+            and threading.current_thread() is threading.main_thread())
+
+
+def _on_threads(new_stats, add_chunk, chunks) -> AssignmentStats:
+    """``add_chunk(stats, chunk)`` for every chunk on a pool of threads, each thread into its
+    own ``new_stats()`` (scratch arrays are per thread too), then the threads' totals added.
+    Counts are integers and :class:`ExactSums` add exactly, so the result does not depend on
+    which thread took which chunk."""
+    parts = {}
+
+    def run(sl):
+        me = threading.get_ident()
+        st = parts.get(me)
+        if st is None:
+            st = parts[me] = new_stats()
+        add_chunk(st, sl)
+
+    with ThreadPoolExecutor(min(N_THREADS, len(chunks))) as pool:
+        for _ in pool.map(run, chunks):
+            pass
+    out = new_stats()
+    for st in parts.values():
+        out = AssignmentStats(
+            out.counts + st.counts, out.sums + st.sums,
+            None if st.moments is None else out.moments + st.moments,
+            None if st.sq_norms is None else out.sq_norms + st.sq_norms)
+    return out
 
 
 def _unpark(before: np.ndarray, after: np.ndarray, parked=None) -> np.ndarray:

@@ -320,7 +320,7 @@ def select_n_clusters(estimator, X, n_clusters, *, epsilon=1.0, delta=None,
     >>> from privclust import HSTKMeans
     >>> from privclust.model_selection import select_n_clusters
     >>> X, _ = make_blobs(20000, 2, centers=4, random_state=0)
-    >>> sel = select_n_clusters(HSTKMeans(bounds=(-15, 15)), X, [2, 4, 8], random_state=0)
+    >>> sel = select_n_clusters(HSTKMeans(bounds=(-15, 15)), X, [2, 4, 8], random_state=1)
     >>> sel.best_estimator_.n_clusters
     4
     """
