@@ -314,9 +314,10 @@ def _parse_fields(path: Path, rows, linenos, names, header) -> np.ndarray:
             elif _is_number(field):
                 X[i, j] = float(field)
             else:
-                label = f"column {names[j]!r}" if header else f"column {j + 1}"
+                label = f"column {names[j]!r}" if header else f"column {j} (counted from 0)"
+                shown = field if len(field) <= 40 else field[:37] + "..."
                 raise ValueError(
-                    f"{path}: {label} is not numeric (line {linenos[i]}: {field!r}); drop that "
+                    f"{path}: {label} is not numeric (line {linenos[i]}: {shown!r}); drop that "
                     "column or encode it as numbers before clustering"
                 )
     return X
