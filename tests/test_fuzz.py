@@ -29,6 +29,7 @@ from privclust import (  # noqa: E402
     DPDBSCAN,
     DPM,
     EMMC,
+    CoresetKMeans,
     DPCube,
     DPGaussianMixture,
     DPLloyd,
@@ -134,6 +135,8 @@ def _estimators():
                                st.integers(1, 12), EPSILONS, st.sampled_from([None, 1e-6]), SEEDS),
         "DPCube": st.builds(lambda k, e, s: DPCube(k, epsilon=e, random_state=s),
                             st.integers(1, 12), EPSILONS, SEEDS),
+        "CoresetKMeans": st.builds(lambda k, e, s: CoresetKMeans(k, epsilon=e, random_state=s),
+                                   st.sampled_from([None, 1, 3, 8]), EPSILONS, SEEDS),
     }
 
 

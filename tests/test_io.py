@@ -322,7 +322,7 @@ def test_csv_non_numeric_column(tmp_path):
         read_table(p)
     q = tmp_path / "b.csv"
     q.write_text("1,2,Paris\n3,4,Rome\n")
-    with pytest.raises(ValueError, match="column 3 is not numeric.*'Paris'"):
+    with pytest.raises(ValueError, match=r"column 2 \(counted from 0\) is not numeric.*'Paris'"):
         read_table(q)
 
 

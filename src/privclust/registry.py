@@ -32,6 +32,7 @@ from .cluster import (
     MorseMerging,
     SubClustering,
 )
+from .cluster.coreset import CoresetKMeans
 from .cluster.dpcube import DPCube
 from .cluster.emmc import EMMC
 from .cluster.hst import HSTKMeans
@@ -246,6 +247,15 @@ ENTRIES: dict[str, Entry] = {
             required=("n_clusters",),
             morse_base=MorseBase("n_clusters"),
             example={"n_clusters": 4},
+        ),
+        Entry(
+            "coreset",
+            CoresetKMeans,
+            "Coreset k-means: a private tree's weighted coreset; finds k itself (or takes "
+            "--n-clusters), then refines the centres with noisy sizes and sums",
+            codec=codecs.CORESET_CODEC,
+            contents="centres, noisy sizes, bounds, the values of k considered",
+            example={"max_depth": 5},
         ),
         Entry(
             "morse",

@@ -3,6 +3,7 @@
 from ._base import data_bounds
 from ._tree import SplitTree
 from .convergent import KMeansGuarantee, SubClustering
+from .coreset import CoresetKMeans
 from .dbscan import DPDBSCAN
 from .dpm import DPM
 from .lloyd import DPLloyd
@@ -10,6 +11,7 @@ from .mixture import DPGaussianMixture
 from .morse import MorseMerging
 
 __all__ = [
+    "CoresetKMeans",
     "DPDBSCAN",
     "DPGaussianMixture",
     "DPM",

@@ -23,7 +23,8 @@ from ..cluster.dbscan import check_dimension
 from . import _fields as _f
 from ._json import jsonable
 
-__all__ = ["CENTRES", "DBSCAN_CODEC", "DPM_CODEC", "MIXTURE_CODEC", "MORSE_CODEC", "Codec"]
+__all__ = ["CENTRES", "CORESET_CODEC", "DBSCAN_CODEC", "DPM_CODEC", "MIXTURE_CODEC", "MORSE_CODEC",
+           "Codec"]
 
 
 @dataclass(frozen=True)
@@ -167,6 +168,38 @@ def _kmeans_load(est, m: dict) -> None:
 
 CENTRES = Codec(_kmeans_dump, _kmeans_load)
 DPM_CODEC = Codec(_dpm_dump, _dpm_load)
+
+
+# ------------------------------------------------------------------------------- CoresetKMeans
+def _coreset_dump(model) -> dict:
+    """The centres and their noisy sizes, the bounds the fit clipped to (a release with
+    ``bounds="private"``), the released record count, the values of k the choice considered
+    and the delta used. The coreset itself stays on the fitted object."""
+    return _kmeans_dump(model) | {
+        "bounds": np.asarray(model.bounds_, float).tolist(),
+        "n_hat": int(model.n_hat_),
+        "candidate_ks": [int(k) for k in model.candidate_ks_],
+        "delta": float(model.delta_),
+    }
+
+
+def _coreset_load(est, m: dict) -> None:
+    _kmeans_load(est, m)
+    d, k = est.n_features_in_, est.n_clusters_
+    est.bounds_ = _bounds(m, d)
+    if k and ((est.cluster_centers_ < est.bounds_[:, 0]).any()
+              or (est.cluster_centers_ > est.bounds_[:, 1]).any()):
+        raise ValueError("cluster_centers lie outside the model's bounds; the file was edited")
+    est.n_hat_ = _f.whole(m, "n_hat", lo=0)
+    ks = _f.array(m, "candidate_ks", "int", (-1,), names=("the values of k considered",))
+    if ks.size and (ks.min() < 1 or (np.diff(ks) <= 0).any()):
+        raise ValueError('"candidate_ks" must be increasing whole numbers of at least 1, the '
+                         "values of k the choice considered (empty: k was given)")
+    est.candidate_ks_ = ks
+    est.delta_ = _f.number(m, "delta", lo=0)
+
+
+CORESET_CODEC = Codec(_coreset_dump, _coreset_load)
 
 
 # ------------------------------------------------------------------------------- DPDBSCAN

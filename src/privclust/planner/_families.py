@@ -15,6 +15,7 @@ import numpy as np
 
 from ..cluster._centres import su_budget_split, su_iterations
 from ..cluster.convergent import _ConvergentKMeans
+from ..cluster.coreset import CoresetKMeans
 from ..cluster.dbscan import _auto_mode
 from ..cluster.dpcube import DPCube
 from ..cluster.emmc import EMMC
@@ -27,7 +28,7 @@ from ..privacy.plan import NOISY_N_SHARE
 from ._dpm import geometric_sd
 from ._verdict import records
 
-CENTRE_CLASSES = (DPLloyd, _ConvergentKMeans, HSTKMeans, EMMC, DPCube, LSHSplits)
+CENTRE_CLASSES = (DPLloyd, _ConvergentKMeans, HSTKMeans, EMMC, DPCube, LSHSplits, CoresetKMeans)
 
 
 # --------------------------------------------------------------------------- DP-DBSCAN
@@ -137,6 +138,10 @@ def plan_centres(est, n: float, d: int, bounds: np.ndarray, expected_clusters) -
     if isinstance(est, LSHSplits):
         k, sd_unit, extra = _lsh_noise(est, n, d)
         count_sd = None
+    elif isinstance(est, CoresetKMeans):  # k is chosen privately; no closed-form noise model
+        k = est.n_clusters or expected_clusters or 2
+        sd_unit = count_sd = None
+        extra = {"k_chosen_privately": est.n_clusters is None}
     else:
         k, eps_rel, extra = _centre_release(est, n, d)
         sd_unit = count_sd = None
@@ -165,6 +170,12 @@ def plan_centres(est, n: float, d: int, bounds: np.ndarray, expected_clusters) -
 def describe_centres(f: dict, n: float, expected_clusters) -> tuple[list[str], list[str]]:
     """``(can, cannot)`` in words."""
     k = f["n_clusters"]
+    if "k_chosen_privately" in f:
+        chosen = ("k chosen privately from a coreset (exponential mechanism over the records' "
+                  "simplified silhouette)" if f["k_chosen_privately"] else f"{k} centres")
+        return ([f"{chosen}, centres from a private coreset refined by noisy means"],
+                ["no closed-form noise per coordinate for this estimator: measured accuracy "
+                 "is on its documentation page"])
     if f["noise_per_coordinate"] is None:
         return ([f"{k} centres from noisy cell counts (no noisy-mean refinement)"],
                 ["no noise per coordinate to state: accuracy is the deepest cell's width"])

@@ -29,8 +29,8 @@ def _centres(share, size: float, n: float, epsilon: float, what: str) -> str:
     """A centre fit's verdict from the centre error as a share of a feature's range."""
     head = _head(n, epsilon)
     if share is None:
-        return (f"{head} the plan states no noise figure for this fit (its centres come "
-                "from noisy cell counts); judge it by the cell width")
+        return (f"{head} the plan states no noise figure for this fit; judge it by the "
+                "measured accuracy on the estimator's documentation page")
     pct = f"{100 * share:.2g}%"
     if share >= _NOISY_SHARE:
         return (f"{head} this fit is noise-dominated: {what} of about {records(size)} are off "

@@ -1,0 +1,599 @@
+"""CoresetKMeans: k-means that finds k itself, from a private weighted coreset.
+
+A private tree (a randomly shifted grid, in a public random projection for wide data) releases
+noisy cell counts; its leaves form a weighted coreset; the number of clusters is chosen on the
+coreset and the centres are refined on the data with noisy sizes and sums.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from .._progress import fit_progress
+from ..engine import LocalEngine
+from ..privacy import Mechanisms, resolve_random_state
+from ._base import (
+    MAX_CLUSTERS,
+    PrivateClusterMixin,
+    check_delta,
+    check_epsilon,
+    check_fit_cost,
+    check_n_clusters,
+    check_positive_int,
+    is_dask_input,
+    nearest_centre,
+)
+from ._centres import finish_centre_fit
+from ._coreset.refine import COUNT_SHARE, ball_step
+from ._coreset.select import candidate_ks, fit_centres, silhouette_sum
+from ._coreset.tree import Grid, Space, grow, leaf_summary, level_budgets
+
+__all__ = ["CoresetKMeans"]
+
+#: Default budget shares: the record count, the tree, the choice of k, the refinement (with
+#: ``n_clusters`` given, the choice's share goes to the refinement).
+SHARES = (0.02, 0.5, 0.03, 0.45)
+#: Levels of the tree (``max_depth=None``).
+DEFAULT_DEPTH = 7
+#: A level's budget is proportional to ``LEVEL_GROWTH ** level``.
+LEVEL_GROWTH = 1.0
+#: Wide data is projected to this many dimensions (``n_projected=None``).
+DEFAULT_PROJECTED = 10
+#: Largest projected dimension (a cell has ``2^p`` children; flat cell keys stay in 62 bits).
+MAX_PROJECTED = 20
+#: The largest k the choice considers: at most this, and at most ``n_hat * eps / RECORDS_PER_EPS``
+#: (a cluster of fewer records than ``RECORDS_PER_EPS / eps`` is lost in the refinement's noise).
+MAX_CHOSEN_K = 256
+RECORDS_PER_EPS = 20.0
+#: Radius of a cluster's ball in the refinement, in root-mean-square distances of its records
+#: from its centre as the coreset shows them (a cell's spread, the refined points' scatter).
+BALL_FACTOR = 2.0
+#: Projected fits: share of epsilon (out of the tree's) for a private quantile of the records'
+#: distances from the middle of the bounds; the refinement's balls about the middle have
+#: ``RADIUS_MARGIN`` times that radius (at most the bounds' half-diagonal).
+RADIUS_SHARE = 0.02
+RADIUS_QUANTILE = 0.9
+RADIUS_MARGIN = 1.5
+#: A refined coreset point (and, for wide data, a recovered cluster) is kept when its noisy
+#: size reaches this many noise scales of its count (an empty one passes with probability about
+#: ``e^-3 / 2``): unsupported points drew centres of their own, and an empty cluster's fallback
+#: centre (the middle of the bounds) can sit among the records when the noise is large.
+SUPPORT_SCALES = 3.0
+#: Restarts of the weighted k-means on the coreset (post-processing).
+N_INIT = 3
+#: Share of the refinement's budget for the step at the coreset's resolution (one cluster per
+#: coreset point), before k is chosen; the rest goes to the ``n_lloyd`` steps at k.
+OVER_SHARE = 0.5
+#: Data with more features ("wide") chooses k among clusterings of the coreset in the
+#: projection, scored there (the k-d tree's distances cost O(d) each, and each refined point's
+#: noise grows with d), then recovers the chosen clusters; narrower data refines the coreset
+#: first and scores the records in the original coordinates.
+SELECT_MAX_FEATURES = 50
+_ITEM_COUNT = "record count"
+_ITEM_SELECT = "choice of k"
+_ITEM_RADIUS = "data radius"
+_RETRY = "cell counts, retry of the last level"
+
+
+class CoresetKMeans(PrivateClusterMixin):
+    """k-means that finds the number of clusters itself, from a private weighted coreset.
+
+    1. **Bounds and a record count.** With ``bounds="private"`` 10% of epsilon estimates the
+       bounds (:func:`privclust.private_bounds`); a noisy record count ``n_hat`` follows (it
+       sets delta with ``delta=None`` and caps the k considered).
+    2. **A private tree** (the randomly shifted quadtree of HST k-means, Cohen-Addad et al. KDD
+       2022; for more than ``n_projected`` features, in a public random projection of the
+       clipped records, as in DPCube, Balcan et al. ICML 2017): level by level the record
+       counts of the children of every released cell, released with the linear-time pure-DP
+       sparse histogram. Projected, a private quantile of the records' distances from the
+       middle of the bounds first narrows the projected box (private bounds are often several
+       times wider than the data) and sets the radius of the refinement's balls.
+    3. **The coreset**: the released leaves at their centres, each with its noisy count (a
+       cell's noisy count less its released children's is shared among them) and the spread
+       of a record over its cell. Its size comes from ``n_hat`` and epsilon through the tree's
+       thresholds (a leaf holds at least about ``ln(2^p / 0.25) / eps_level`` records), not
+       from k.
+    4. **One cluster per coreset point, refined** (up to 50 features): the records nearest
+       each point, restricted to a ball about it, give a noisy size and a noisy sum
+       (:mod:`privclust.cluster._coreset.refine`): the coreset moved onto the data's means.
+    5. **The choice of k** (:mod:`privclust.cluster._coreset.select`): for every candidate k,
+       weighted k-means on the refined points (post-processing) gives k centres; the
+       exponential mechanism picks one candidate by the records' simplified silhouette
+       (sensitivity 1, however many candidates). Wider data chooses among clusterings of the
+       coreset in the projection, then recovers the chosen clusters' means in the original
+       space (records by nearest projected centre). Clusters whose noisy size is below three
+       noise scales are dropped there (an empty cluster's centre would sit among the records).
+       Given ``n_clusters``, weighted k-means with that k replaces the choice.
+    6. **Lloyd steps** (``n_lloyd``, not for wide data): noisy sizes and sums of the records
+       nearest every centre, each restricted to a ball about its centre whose radius comes
+       from the refined coreset (projected data: the ball of step 2).
+
+    Privacy guarantee
+    -----------------
+    ``(epsilon, delta)``-DP under add/remove-one-record neighbours (``delta=0``: pure
+    ``epsilon``-DP, with Laplace noise on the sums), by basic composition of the line items of
+    one plan, checked before any data is read: the bounds (private ones only), the record
+    count (two-sided geometric, sensitivity 1), the radius (projected data: the exponential
+    mechanism over the gaps of the distances, each record's rank moving by at most 1), the
+    tree's levels (each level's cells partition the records: sensitivity 1 per level; a level
+    that releases nothing is released once more with the budget of the levels below, a
+    privacy filter, so every path spends the plan), the choice of k (exponential mechanism,
+    sensitivity 1: the candidates are public, computed from released values, and each record
+    adds one term in ``[0, 1]`` to every score, rounded down to a public grid and summed
+    exactly) and every refinement step (sizes: two-sided geometric, sensitivity 1; sums of
+    ``(x - a) / r`` over records within ``r`` of ``a``: every term in the unit ball, L2
+    sensitivity 1 for the analytic Gaussian mechanism, L1 ``sqrt(d)`` for Laplace; the
+    clusters are disjoint, so each step is one release of each). Delta is shared among the
+    Gaussian releases in proportion to their epsilon; ``delta=None`` takes ``min(1e-5,
+    n_hat^-1.5)`` from the released count and reserves 1e-5. Everything else (the projection,
+    the grid's shift and the k-means seeds: public randomness; the coreset, the candidates,
+    the balls' anchors and radii, which clusters are kept: post-processing of released values)
+    reads no record. Records are clipped to the bounds. The sparse histograms are pure DP in
+    the Real-RAM model (their tail sampling uses floating-point draws).
+
+    Choices by measurement (``benchmarks/default.py``; Synth-10d, Synth-100d, the MNIST and
+    Fashion-MNIST embeddings, Cluto-t4 at epsilon 0.25 with ``bounds="private"``, seeds 0-2)
+    ----------------------------------------------------------------------------------------
+    * The criterion for k. On the coreset itself (its points are coarser than the clusters),
+      the weighted silhouette, BIC and Calinski-Harabasz grew until k reached the number of
+      points (Synth-10d); with the cells' spread the silhouette chose 68 on Synth-10d but 23,
+      25 and 36 on the MNIST embedding. The records' silhouette through the exponential
+      mechanism chose k = 10, 10, 10 there (Synth-10d: 64, 64, 64; Synth-100d: 64, 64, 63).
+    * Candidates from the coreset refined on the data (step 4) rather than from the tree's
+      cells: on the MNIST embedding the projection's cells chose k = 2, 15 and 4; the refined
+      points 10, 10, 19 (sums clipped to the bounds), 9, 12, 8 (to balls) and 10, 10, 10 once
+      the radius also narrowed the projected box.
+    * Refined points whose noisy size is below three noise scales are left out of the
+      candidates: they drew centres of a few dozen records (six blobs in 4-d at epsilon 0.5:
+      k = 6, 7, 8, 6 on four seeds; without them 6 on six of six).
+    * Balls, not boxes, and the radius: the global box (the private bounds' half-diagonal) put
+      Synth-100d at ARI 0.00; a ball of 1.5 times the 0.9 quantile of the distances put it at
+      0.95-1.00 (wide path) and lifted the MNIST embedding from 0.79 to 0.88 (median).
+    * Uniform budget over 7 tree levels: budgets growing 1.5x per level starved the top
+      levels (Synth-10d: 14 leaves, k = 8-12, ARI 0.17).
+    * Shares 0.02, 0.5, 0.03, 0.45 (record count, tree, choice, refinement), five seeds:
+      MNIST embedding median ARI 0.976 (k 9-14), Synth-10d 0.984 (k = 64 on 5 of 5),
+      Synth-100d 1.000. A tree share of 0.4 gave 0.976, 0.984 (k 59-64), 0.984; 0.6 (three
+      seeds) chose k up to 19 on the MNIST embedding.
+
+    Parameters
+    ----------
+    n_clusters : int or None
+        k, when known; None (default): chosen by the fit.
+    epsilon : float
+        Privacy budget (> 0).
+    delta : float or None
+        None: the delta rule from the released record count; 0: pure DP (Laplace sums).
+    bounds : tuple, array or "private"
+        Public bounds, ``(lo, hi)`` for every feature or a ``(d, 2)`` array, or ``"private"``
+        (estimated with 10% of epsilon). Required.
+    max_clusters : int or None
+        The largest k the choice considers (None: ``min(256, n_hat * epsilon / 20)``, and at
+        most the coreset's size).
+    n_projected : int or None
+        Data with more features is projected to this many dimensions for the tree (None:
+        10; at most 20).
+    max_depth : int or None
+        Levels of the tree (None: 7).
+    n_lloyd : int
+        Lloyd steps after the choice of k (default 1; not for data of more than 50 features).
+    shares : tuple of four floats or None
+        Budget shares of the record count, the tree, the choice of k and the refinement
+        (None: 0.02, 0.5, 0.03, 0.45); with ``n_clusters`` given, the choice's share goes to the
+        refinement.
+    random_state : None, int or Generator
+        None (secure), int or Generator (reproducible, not secure).
+    accountant : Accountant or None
+        A shared :class:`~privclust.Accountant` (checked before any data is read).
+
+    Attributes
+    ----------
+    ``cluster_centers_`` : ndarray (k, d)
+        The private centres, inside the bounds.
+    ``cluster_sizes_`` : ndarray (k,)
+        Noisy sizes of the last refinement step.
+    ``n_clusters_`` : int
+        The number of centres released (chosen, or ``n_clusters``).
+    ``labels_`` : ndarray (n,)
+        Nearest private centre of every training row (post-processing of the private model
+        applied to X, not a release).
+    ``n_iter_`` : int
+        Refinement steps after the centres were first placed.
+    ``candidate_ks_`` : ndarray
+        The values of k the choice considered (empty when k was given).
+    ``coreset_``, ``coreset_weights_``, ``coreset_spread_`` : ndarray
+        The coreset: points (in the tree's coordinates), noisy weights, spreads.
+    ``n_hat_`` : int
+        The released record count.
+    ``projection_`` : ndarray (p, d) or None
+        The public projection of the tree (None: not projected).
+    ``delta_`` : float
+        The delta used (0 for pure DP).
+    ``bounds_`` : ndarray (d, 2)
+        The bounds the records were clipped to.
+    ``centers_history_``, ``cost_history_`` : ndarray
+        Centres before and after every Lloyd step; exact costs (local diagnostics, NOT private,
+        never part of the release).
+    ``n_features_in_`` : int
+        Number of features.
+    ``privacy_report_`` : PrivacyReport
+        Every release, its mechanism and epsilon.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_blobs
+    >>> from privclust import CoresetKMeans
+    >>> X, _ = make_blobs(20000, 2, centers=5, cluster_std=0.5, center_box=(-10, 10),
+    ...                   random_state=1)
+    >>> model = CoresetKMeans(epsilon=0.5, bounds=(-12, 12), random_state=0).fit(X)
+    >>> model.n_clusters_, model.labels_.shape
+    (5, (20000,))
+    >>> round(model.privacy_report_.total().epsilon, 6)
+    0.5
+    """
+
+    releases_cluster_sizes = True
+
+    def __init__(
+        self,
+        n_clusters=None,
+        *,
+        epsilon=1.0,
+        delta=None,
+        bounds=None,
+        max_clusters=None,
+        n_projected=None,
+        max_depth=None,
+        n_lloyd=1,
+        shares=None,
+        random_state=None,
+        accountant=None,
+    ):
+        self.n_clusters = n_clusters
+        self.epsilon = epsilon
+        self.delta = delta
+        self.bounds = bounds
+        self.max_clusters = max_clusters
+        self.n_projected = n_projected
+        self.max_depth = max_depth
+        self.n_lloyd = n_lloyd
+        self.shares = shares
+        self.random_state = random_state
+        self.accountant = accountant
+
+    # ------------------------------------------------------------------ parameters and plan
+    def _check_params(self):
+        eps = check_epsilon(self.epsilon)
+        delta = check_delta(self.delta)
+        k = None if self.n_clusters is None else check_n_clusters(self.n_clusters)
+        k_cap = None if self.max_clusters is None else check_positive_int(
+            self.max_clusters, "max_clusters", upper=MAX_CLUSTERS)
+        if k_cap is not None and k_cap < 2:
+            raise ValueError(f"max_clusters must be an int >= 2, got {self.max_clusters!r}")
+        p = None if self.n_projected is None else check_positive_int(
+            self.n_projected, "n_projected", upper=MAX_PROJECTED)
+        depth = DEFAULT_DEPTH if self.max_depth is None else check_positive_int(
+            self.max_depth, "max_depth", upper=30)
+        n_lloyd = self.n_lloyd
+        if isinstance(n_lloyd, bool) or not isinstance(n_lloyd, numbers.Integral) or \
+                not 0 <= n_lloyd <= 10:
+            raise ValueError(f"n_lloyd must be an int from 0 to 10, got {n_lloyd!r}")
+        shares = SHARES if self.shares is None else self.shares
+        arr = np.asarray(shares, dtype=float) if not isinstance(shares, str) else np.zeros(0)
+        if arr.shape != (4,) or not np.isfinite(arr).all() or (arr <= 0).any() or \
+                abs(arr.sum() - 1.0) > 1e-9:
+            raise ValueError("shares must be four numbers (record count, tree, choice of k, "
+                             "refinement), each positive, summing to 1; got "
+                             f"{shares!r}")
+        if k is not None:  # nothing to choose: the choice's share refines the centres
+            arr = np.array([arr[0], arr[1], 0.0, arr[2] + arr[3]])
+        return eps, delta, k, k_cap, p, depth, int(n_lloyd), arr
+
+    @staticmethod
+    def _steps(n_lloyd: int, wide: bool) -> list[str]:
+        """Labels of the refinement's releases: the step at the coreset's resolution, then the
+        Lloyd steps; wide data: the recovery of the clusters chosen in the projection only."""
+        if wide:
+            return ["recovery"]
+        return ["coreset step"] + [f"Lloyd step {i + 1}" for i in range(n_lloyd)]
+
+    @staticmethod
+    def _plan_items(plan, depth, shares, steps, pure, projected):
+        """Line items: the record count, one per tree level (and the retry), the sizes and
+        sums of every refinement step. Returns ``(levels, budgets, step items, eps_steps)``."""
+        eps = plan.epsilon
+        eps_count = eps * shares[0]
+        eps_select = eps * shares[2]
+        eps_refine = eps * shares[3] if steps else 0.0
+        eps_radius = eps * RADIUS_SHARE if projected else 0.0
+        eps_tree = eps - eps_count - eps_select - eps_refine - eps_radius
+        plan.add(_ITEM_COUNT, "two-sided geometric", "pure", eps_count)
+        if projected:
+            plan.add(_ITEM_RADIUS, "exponential (quantile)", "pure", eps_radius)
+        if eps_select:
+            plan.add(_ITEM_SELECT, "exponential", "pure", eps_select)
+        budgets = level_budgets(eps_tree, depth, LEVEL_GROWTH)
+        levels = [f"cell counts, level {lv}" for lv in range(1, depth + 1)]
+        for name, b in zip(levels, budgets, strict=True):
+            plan.add(name, "geometric sparse histogram", "pure", b)
+        plan.add(_RETRY, "geometric sparse histogram", "pure", 0.0)
+        over = OVER_SHARE if len(steps) > 1 else 1.0
+        eps_steps = [eps_refine * over] + [eps_refine * (1 - over) / (len(steps) - 1)] * (
+            len(steps) - 1) if steps else []
+        items = []
+        for label, eps_step in zip(steps, eps_steps, strict=True):
+            names = (f"cluster sizes, {label}", f"cluster sums, {label}")
+            plan.add(names[0], "two-sided geometric", "pure", COUNT_SHARE * eps_step)
+            if pure:
+                plan.add(names[1], "laplace", "pure", (1 - COUNT_SHARE) * eps_step)
+            else:
+                plan.add(names[1], "gaussian (analytic)", "approx", (1 - COUNT_SHARE) * eps_step,
+                         delta_share=1.0 / len(steps))
+            items.append(names)
+        return levels, budgets, items, eps_steps
+
+    # ------------------------------------------------------------------ fit
+    def fit(self, X, y=None):
+        """Cluster X privately. ``y`` is ignored (present for scikit-learn compatibility)."""
+        eps, delta, k_user, k_cap, p_user, depth, n_lloyd, shares = self._check_params()
+        pure_plan = delta == 0
+        plan, accountant = self._open_plan(eps, 0.0 if pure_plan else delta)
+        X = self._check_X(X, reset=True)
+        if is_dask_input(X):
+            raise ValueError("CoresetKMeans runs on in-memory data only (its tree may be grown "
+                             "in a projection of the records); pass a NumPy array")
+        if k_user is not None:
+            check_n_clusters(k_user, X.shape[0])
+        d = X.shape[1]
+        p = min(d, DEFAULT_PROJECTED if p_user is None else p_user)
+        wide = p < d and d > SELECT_MAX_FEATURES
+        steps = self._steps(n_lloyd, wide)
+        # measured: ~6e-8 s per record, projected dimension and level (cell keys), the
+        # projection, and ~4e-10 s per record, centre and feature per refinement step
+        check_fit_cost(6e-8 * p * depth + 2e-9 * d * p * (p < d)
+                       + 4e-10 * (k_user or MAX_CHOSEN_K) * d * max(len(steps), 1),
+                       f"CoresetKMeans(max_depth={depth}, n_projected={p}) on {d} features",
+                       "lower max_depth, n_projected or n_clusters")
+        bounds = self._fit_bounds(X)
+        source = resolve_random_state(self.random_state)
+        gen = source.generator
+        space = Space(bounds, p, gen)  # public randomness
+        shift = gen.uniform(0.0, 1.0, size=p)  # public: the grid's shift, in box widths
+        levels, budgets, items, eps_steps = self._plan_items(plan, depth, shares, steps,
+                                                             pure_plan, space.projected)
+        self._reserve_plan(plan, accountant, "CoresetKMeans")
+
+        engine = self._make_engine(X, bounds)
+        report = self._start_report(plan.reserved(), source)
+        mech = Mechanisms(source, report, plan)
+        with fit_progress("CoresetKMeans", depth + 2 + len(steps)) as step:
+            n_hat = self._record_count(engine, mech, plan, plan.epsilon * shares[0])
+            rho = None
+            if space.projected:
+                rho = self._data_radius(engine, mech, space)
+                space.fit_box(rho)
+            tree_engine = LocalEngine(space.project(engine.X), space.box) if space.projected \
+                else engine
+            grid = Grid(space.box, shift * (space.box[:, 1] - space.box[:, 0]))
+            released = grow(tree_engine, mech, grid, levels, budgets, _RETRY, step)
+            points, weights, spread2 = leaf_summary(grid, released)
+            step()
+            k, centres, ks, sizes, history = self._centres(
+                engine, tree_engine, mech, space, grid, points, weights, spread2, items,
+                eps_steps, rho, (k_user, k_cap, n_hat, eps), gen, step)
+        report.notes += self._notes(space, depth, released, points, k, k_user, steps)
+        self.coreset_ = points
+        self.coreset_weights_ = weights
+        self.coreset_spread_ = spread2
+        self.candidate_ks_ = np.asarray(ks, dtype=np.int64)
+        self.n_hat_ = int(n_hat)
+        self.projection_ = space.G
+        self.delta_ = 0.0 if pure_plan else float(plan.delta)
+        return finish_centre_fit(self, X, bounds, centres, sizes, history, [], report, plan,
+                                 accountant)
+
+    def _centres(self, engine, tree_engine, mech, space, grid, points, weights, spread2,
+                 items, eps_steps, rho, choice, gen, step):
+        """From the coreset to the released centres. Up to ``SELECT_MAX_FEATURES`` features:
+        one cluster per coreset point refined on the data (:meth:`_overcluster`), k chosen
+        among merges of those (scored on the records), then the Lloyd steps. Wider data
+        (projected): k chosen among clusterings of the coreset in the projection, the chosen
+        clusters recovered in the original space, then the Lloyd steps. Returns ``(k, centres,
+        candidate ks, noisy sizes, history)``."""
+        d = space.bounds.shape[0]
+        if space.projected and d > SELECT_MAX_FEATURES:
+            k, proj, ks = self._choose(tree_engine.X, grid.box, points, weights, *choice, gen,
+                                       mech)
+            labels = nearest_centre(tree_engine.X, proj)
+            m = proj.shape[0]
+            mid = np.tile(space.mid, (m, 1))
+            R, R_sizes = ball_step(engine, mech, labels, mid, np.full(m, rho), eps_steps[0],
+                                   items=items[0], label="recovery", bounds=space.bounds,
+                                   delta=mech.plan.item(items[0][1]).delta)
+            if choice[0] is None:
+                keep = _supported(R_sizes, eps_steps[0])
+                R, R_sizes, k = R[keep], R_sizes[keep], int(keep.sum())
+            R_spread, centres = None, R
+        else:
+            R, R_sizes, R_spread = self._overcluster(engine, tree_engine, mech, space, points,
+                                                     spread2, items[0], eps_steps[0], rho)
+            if R.shape[0]:  # points the data does not support would draw a centre of their own
+                keep = _supported(R_sizes, eps_steps[0])
+                R, R_sizes = R[keep], R_sizes[keep]
+                R_spread = None if R_spread is None else R_spread[keep]
+            k, centres, ks = self._choose(engine.X, space.bounds, R, R_sizes, *choice, gen,
+                                          mech)
+        step()
+        centres, sizes, history = self._final(engine, mech, space, centres, R, R_sizes,
+                                              R_spread, items[1:], eps_steps[1:], rho, step)
+        return centres.shape[0], centres, ks, sizes, history
+
+    @staticmethod
+    def _record_count(engine, mech, plan, epsilon) -> int:
+        """The noisy number of records (sensitivity 1); with ``delta=None`` it fixes delta."""
+        n = engine.count(engine.root())
+        n_hat = int(mech.count(np.asarray(n, dtype=np.int64), epsilon, target="record count",
+                               note="one count of all records: sensitivity 1",
+                               item=_ITEM_COUNT)[0])
+        if plan.delta_rule:
+            plan.resolve_delta(max(n_hat, 1), "the released record count")
+        return max(n_hat, 0)
+
+    @staticmethod
+    def _data_radius(engine, mech, space) -> float:
+        """Projected fits: ``RADIUS_MARGIN`` times a private ``RADIUS_QUANTILE`` quantile of
+        the records' distances from the middle of the bounds (the exponential mechanism over
+        the gaps, log scale; the rank of a distance moves by at most 1), at most the bounds'
+        half-diagonal."""
+        bounds = space.bounds
+        top = float(np.sqrt(np.sum(((bounds[:, 1] - bounds[:, 0]) / 2.0) ** 2)))
+        dist = np.empty(engine.X.shape[0])
+        for start in range(0, dist.size, 1 << 16):
+            diff = np.asarray(engine.X[start:start + (1 << 16)], dtype=np.float64) - space.mid
+            dist[start:start + diff.shape[0]] = np.sqrt(np.einsum("ij,ij->i", diff, diff))
+        q = mech.quantile(dist, RADIUS_QUANTILE, top * 1e-6, top,
+                          mech.plan.item(_ITEM_RADIUS).epsilon, 1.0,
+                          target=f"{RADIUS_QUANTILE:g} quantile of the distances from the "
+                          "middle of the bounds", note="one distance per record: the rank of "
+                          "any value moves by at most 1", log_scale=True, overwrite_input=True,
+                          item=_ITEM_RADIUS)
+        return min(top, RADIUS_MARGIN * q)
+
+    def _overcluster(self, engine, tree_engine, mech, space, points, spread2, names, eps,
+                     rho):
+        """One cluster per coreset point, refined on the data: the records nearest each point
+        (in the tree's coordinates) and their noisy size and sum. Unprojected, each record is
+        restricted to a ball about its point (``BALL_FACTOR`` times the root-mean-square
+        distance of a point of the cell from its centre); projected, to the ball of radius
+        ``rho`` about the middle of the bounds (a cell bounds only the projection). Returns
+        ``(centres (m, d), noisy sizes (m,), spread (m,) or None)``."""
+        bounds = space.bounds
+        d = bounds.shape[0]
+        m = points.shape[0]
+        if m == 0:
+            for name in names:
+                mech.plan.leave_unspent(name, "the tree released no cell")
+            return np.zeros((0, d)), np.zeros(0, dtype=np.int64), None
+        delta = mech.plan.item(names[1]).delta
+        if space.projected:
+            labels = nearest_centre(tree_engine.X, points)
+            R, sizes = ball_step(engine, mech, labels, np.tile(space.mid, (m, 1)),
+                                 np.full(m, rho), eps, items=names, label="coreset step",
+                                 bounds=bounds, delta=delta)
+            return R, sizes, None
+        anchors = np.clip(points, bounds[:, 0], bounds[:, 1])
+        top = float(np.sqrt(np.sum(((bounds[:, 1] - bounds[:, 0]) / 2.0) ** 2)))
+        radius = np.clip(BALL_FACTOR * np.sqrt(spread2), 1e-9 * top + 1e-300, top)
+        labels = nearest_centre(engine.X, anchors)
+        R, sizes = ball_step(engine, mech, labels, anchors, radius, eps, items=names,
+                             label="coreset step", bounds=bounds, delta=delta)
+        return R, sizes, spread2
+
+    @staticmethod
+    def _choose(Z, box, P, sizes, k_user, k_cap, n_hat, eps, gen, mech):
+        """k and its centres from the weighted points ``P`` (post-processing of released
+        values). Given k: weighted k-means (centres the points cannot supply are uniform public
+        draws in ``box``). Otherwise one candidate per k of
+        :func:`~privclust.cluster._coreset.select.candidate_ks` and the exponential mechanism on
+        the records' silhouette sums (``Z``: the records, in the coordinates of ``P``;
+        sensitivity 1). Returns ``(k, centres, candidate ks)``."""
+        w = np.maximum(np.asarray(sizes, dtype=float), 0.0)
+        P, w = P[w > 0], w[w > 0]
+        m = P.shape[0]
+        if k_user is not None:
+            centres = fit_centres(P, w, k_user, int(gen.integers(0, 2**31 - 1)), N_INIT)
+            extra = gen.uniform(box[:, 0], box[:, 1], size=(k_user - centres.shape[0],
+                                                             box.shape[0]))
+            return k_user, np.vstack([centres, extra]), []
+        k_max = min(MAX_CHOSEN_K, k_cap or MAX_CHOSEN_K, m, int(n_hat * eps / RECORDS_PER_EPS))
+        if k_max < 2:
+            mech.plan.leave_unspent(_ITEM_SELECT, f"{m} coreset point(s): nothing to choose")
+            centre = np.average(P, axis=0, weights=w)[None] if m else box.mean(axis=1)[None]
+            return 1, centre, []
+        ks = candidate_ks(k_max)
+        seeds = gen.integers(0, 2**31 - 1, size=len(ks))  # public randomness
+        cands = [fit_centres(P, w, k, int(s), N_INIT) for k, s in zip(ks, seeds, strict=True)]
+        scores = np.array([silhouette_sum(Z, c) for c in cands])
+        i = int(mech.select(scores, 1.0, mech.plan.item(_ITEM_SELECT).epsilon,
+                            target=f"the number of clusters, one of {len(ks)} candidates",
+                            note="score: the records' simplified silhouette against each "
+                            "candidate's centres (public, from the coreset): sensitivity 1",
+                            item=_ITEM_SELECT))
+        return ks[i], cands[i], ks
+
+    @staticmethod
+    def _radius(points, weights, spread2, centres, bounds):
+        """Per cluster, the radius of its ball in a Lloyd step: ``BALL_FACTOR`` times the
+        root-mean-square distance of the refined coreset's points from the centre, each point's
+        own spread included, at most the bounds' half-diagonal. Post-processing."""
+        k = centres.shape[0]
+        top = float(np.sqrt(np.sum(((bounds[:, 1] - bounds[:, 0]) / 2.0) ** 2)))
+        if points.shape[0] == 0:
+            return np.full(k, top)
+        lab = nearest_centre(points, centres)
+        dev = ((points - centres[lab]) ** 2).sum(axis=1) + spread2
+        num = np.bincount(lab, weights=weights * dev, minlength=k)
+        den = np.bincount(lab, weights=weights, minlength=k)
+        var = np.where(den > 0, num / np.maximum(den, 1e-300), top**2)
+        return np.clip(BALL_FACTOR * np.sqrt(var), 1e-9 * top + 1e-300, top)
+
+    def _final(self, engine, mech, space, centres, R, R_sizes, R_spread, items, eps_steps,
+               rho, step):
+        """The ``n_lloyd`` steps at k: unprojected, each record restricted to a ball about its
+        centre (:meth:`_radius`); projected, to the ball of radius ``rho`` about the middle of
+        the bounds. Returns ``(centres, noisy sizes, history)``."""
+        bounds = space.bounds
+        k = centres.shape[0]
+        centres = np.clip(centres, bounds[:, 0], bounds[:, 1])
+        weights = np.maximum(R_sizes, 0).astype(float)
+        sizes = self._coreset_sizes(R, weights, centres)
+        history = [centres]
+        spread = R_spread if R_spread is not None else np.zeros(R.shape[0])
+        for i, (names, eps_step) in enumerate(zip(items, eps_steps, strict=True)):
+            labels = nearest_centre(engine.X, centres)
+            if space.projected:
+                anchors, radius = np.tile(space.mid, (k, 1)), np.full(k, rho)
+            else:
+                anchors = centres
+                radius = self._radius(R, weights, spread, centres, bounds)
+            centres, sizes = ball_step(engine, mech, labels, anchors, radius, eps_step,
+                                       items=names, label=f"Lloyd step {i + 1}", bounds=bounds,
+                                       delta=mech.plan.item(names[1]).delta, fallback=centres)
+            history.append(centres)
+            step()
+        return centres, sizes, history
+
+    @staticmethod
+    def _coreset_sizes(points, weights, centres):
+        """Noisy coreset weight nearest every centre (post-processing)."""
+        k = centres.shape[0]
+        if points.shape[0] == 0:
+            return np.zeros(k, dtype=np.int64)
+        lab = nearest_centre(points, centres)
+        return np.rint(np.bincount(lab, weights=weights, minlength=k)).astype(np.int64)
+
+    @staticmethod
+    def _notes(space, depth, released, points, k, k_user, steps):
+        d = space.bounds.shape[0]
+        p = space.box.shape[0]
+        how = "given (n_clusters)" if k_user is not None else \
+            "chosen on the coreset by its weighted simplified silhouette (post-processing)"
+        return [
+            (f"tree: random projection {d} -> {p} dimensions (public), " if space.projected
+             else "tree: ") + f"shifted grid, {depth} levels planned, {len(released)} grown",
+            f"coreset: {points.shape[0]} weighted leaves; k = {k} {how}",
+            f"refinement: {', '.join(steps) or 'none'}",
+            "labels_ are the private centres applied to X (post-processing, not a release)",
+        ]
+
+
+def _supported(sizes, eps_step) -> np.ndarray:
+    """Which clusters a step's noisy sizes support (post-processing): a noisy size of at
+    least ``SUPPORT_SCALES`` noise scales of the step's count; at least the largest cluster."""
+    sizes = np.asarray(sizes)
+    keep = sizes >= SUPPORT_SCALES / (COUNT_SHARE * eps_step)
+    if sizes.size and not keep.any():
+        keep[int(np.argmax(sizes))] = True
+    return keep

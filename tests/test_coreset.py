@@ -1,0 +1,168 @@
+"""CoresetKMeans: finds k itself, takes k when given, spends its plan, decides from releases
+only, round-trips through a model file and runs from the command line."""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.datasets import make_blobs
+from sklearn.metrics import adjusted_rand_score
+
+from _replay import ReplayMismatch, check_neighbour, neighbours
+from privclust import Accountant, Budget, BudgetExceededError, CoresetKMeans, cli, io
+from privclust.cluster._coreset.select import candidate_ks, silhouette_sum
+from privclust.privacy import DELTA_CAP
+
+BOUNDS = (-30.0, 30.0)
+
+
+@pytest.fixture(scope="module")
+def blobs():
+    """Six well separated blobs in 4-d."""
+    X, y = make_blobs(12000, 4, centers=6, cluster_std=1.0, center_box=(-20, 20),
+                      random_state=3)
+    return np.clip(X, *BOUNDS), y
+
+
+def _fit(X, **kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # clipping: the data holder's diagnostic
+        return CoresetKMeans(**({"epsilon": 0.5, "bounds": BOUNDS, "random_state": 0} | kw)
+                             ).fit(X)
+
+
+# ---------------------------------------------------------------------- utility
+@pytest.mark.parametrize("seed", [0, 1])
+def test_finds_the_true_k_with_private_bounds(blobs, seed):
+    X, y = blobs
+    model = _fit(X, bounds="private", random_state=seed)
+    assert model.n_clusters_ == 6
+    assert 6 in model.candidate_ks_ and model.candidate_ks_.min() == 2
+    assert adjusted_rand_score(y, model.labels_) > 0.95
+    assert model.privacy_report_.total().epsilon == pytest.approx(0.5, rel=1e-9)
+
+
+def test_finds_the_true_k_on_wide_data():
+    """More than 50 features: k is chosen in the projection, the clusters recovered."""
+    X, y = make_blobs(8000, 60, centers=4, cluster_std=1.0, center_box=(-20, 20),
+                      random_state=5)
+    model = _fit(X, epsilon=1.0)
+    assert model.projection_.shape == (10, 60)
+    assert model.n_clusters_ == 4
+    assert adjusted_rand_score(y, model.labels_) > 0.95
+
+
+def test_takes_n_clusters_when_given(blobs):
+    X, _ = blobs
+    model = _fit(X, n_clusters=4)
+    assert model.n_clusters_ == 4 and model.cluster_centers_.shape == (4, 4)
+    assert model.candidate_ks_.size == 0
+    plan = [line["item"] for line in model.privacy_report_.plan]
+    assert "choice of k" not in plan and "cluster sums, Lloyd step 1" in plan
+    with pytest.raises(ValueError, match="n_clusters must be an int >= 1"):
+        _fit(X, n_clusters=0)
+
+
+def test_candidates_and_score():
+    assert candidate_ks(5) == [2, 3, 4, 5]
+    ks = candidate_ks(100)
+    assert ks[:15] == list(range(2, 17)) and ks[-1] == 100 and ks == sorted(set(ks))
+    Y = np.array([[0.0], [1.0], [10.0]])
+    # one record's term is at most 1: adding a record moves the score by at most 1
+    base = silhouette_sum(Y, np.array([[0.0], [10.0]]))
+    more = silhouette_sum(np.vstack([Y, [[5.0]]]), np.array([[0.0], [10.0]]))
+    assert 0 <= more - base <= 1 and base == pytest.approx(2 + 8 / 9, abs=1e-4)
+
+
+# ---------------------------------------------------------------------- the plan
+class _Untouchable:
+    shape = (3000, 4)
+
+    def __array__(self, *args, **kwargs):
+        raise AssertionError("the data was read before the budget was checked")
+
+
+@pytest.mark.parametrize("delta", [None, 1e-6, 0.0])
+def test_spends_exactly_the_plan(blobs, delta):
+    X, _ = blobs
+    model = _fit(X, delta=delta, bounds="private")
+    rep = model.privacy_report_
+    assert rep.total().epsilon == pytest.approx(0.5, rel=1e-9)
+    assert rep.total().delta == pytest.approx(rep.planned.delta, rel=1e-9, abs=0)
+    assert rep.unspent == []
+    if delta == 0.0:
+        assert rep.planned.delta == 0 and model.delta_ == 0
+        assert not any("gaussian" in r.mechanism for r in rep.releases)
+    elif delta is None:
+        assert 0 < rep.planned.delta <= DELTA_CAP
+
+
+def test_the_plan_is_checked_before_the_data_is_read(blobs):
+    X, _ = blobs
+    acc = Accountant(Budget(1.0, DELTA_CAP))
+    CoresetKMeans(epsilon=1.0, bounds=BOUNDS, random_state=0, accountant=acc).fit(X)
+    assert acc.remaining[0] == pytest.approx(0.0, abs=1e-9)
+    with pytest.raises(BudgetExceededError, match="No data was read"):
+        CoresetKMeans(epsilon=1.0, bounds=BOUNDS, accountant=acc).fit(_Untouchable())
+
+
+# ---------------------------------------------------------------------- replay
+def _check_all(make, X, bounds):
+    checked = 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for label, Xn in neighbours(X, np.tile(bounds, (X.shape[1], 1))).items():
+            try:
+                checked += check_neighbour(make, X, Xn)
+            except ReplayMismatch as exc:
+                raise ReplayMismatch(f"{label}: {exc}") from None
+    assert checked > 0
+
+
+@pytest.mark.parametrize("case", ["public", "private", "pure", "k given", "projected",
+                                  "wide"])
+def test_decides_from_releases_only(case):
+    d = {"projected": 12, "wide": 52}.get(case, 2)
+    X, _ = make_blobs(1500, d, centers=3, cluster_std=0.4, center_box=(-2, 2),
+                      random_state=4)
+    X = np.clip(X, -3, 3)
+    kw = {"epsilon": 1.0, "bounds": (-3.0, 3.0), "random_state": 5, "max_depth": 4}
+    kw |= {"private": {"bounds": "private"}, "pure": {"delta": 0.0},
+           "k given": {"n_clusters": 3}}.get(case, {})
+    _check_all(lambda: CoresetKMeans(**kw), X, (-3.0, 3.0))
+
+
+# ---------------------------------------------------------------------- files and the CLI
+def test_saves_and_loads(blobs, tmp_path):
+    X, _ = blobs
+    model = _fit(X, bounds="private")
+    path = tmp_path / "m.json"
+    io.save_model(model, path)
+    loaded = io.load_model(path)
+    assert isinstance(loaded, CoresetKMeans)
+    np.testing.assert_array_equal(loaded.predict(X), model.predict(X))
+    np.testing.assert_array_equal(loaded.bounds_, model.bounds_)
+    np.testing.assert_array_equal(loaded.candidate_ks_, model.candidate_ks_)
+    assert loaded.n_hat_ == model.n_hat_
+    doc = json.loads(path.read_text())
+    doc["model"]["cluster_centers"][0][0] = 1e6  # outside the bounds: a tampered file
+    path.write_text(json.dumps(doc))
+    with pytest.raises(io.ModelFormatError, match="outside the model's bounds"):
+        io.load_model(path)
+
+
+def test_command_line_with_private_bounds(blobs, tmp_path, capsys):
+    X, _ = blobs
+    data, out = tmp_path / "X.npy", tmp_path / "m.json"
+    np.save(data, X)
+    assert cli.main(["cluster", str(data), "--algorithm", "coreset", "--epsilon", "1",
+                     "--bounds", "private", "--seed", "1", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "CoresetKMeans" in text or "coreset" in text.lower()
+    model = io.load_model(out)
+    assert model.n_clusters_ == 6
+    assert cli.main(["predict", str(out), str(data), "--out", str(tmp_path / "l.npy")]) == 0
+    assert np.unique(np.load(tmp_path / "l.npy")).size == 6
