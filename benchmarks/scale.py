@@ -4,18 +4,22 @@
     python benchmarks/scale.py --quick         # small sizes, a minute or two
     python benchmarks/scale.py --only local    # the NumPy engine alone (no cluster)
     python benchmarks/scale.py --only memory   # only the in-memory comparisons
+    python benchmarks/scale.py --only memory --processes --dpm-memory-points 10_000_000
+    python benchmarks/scale.py --only memory --processes --no-malloc-trim   # see _start_cluster
     python benchmarks/scale.py --only parquet --dbscan-points 100_000_000 --dpm-points 20_000_000
 
 The NumPy engine alone (no cluster in the process): DPDBSCAN on the 11M-point set below and
 DPM on Synth-10d, median fit times (targets 1.0 s and 0.1 s on 2 cores).
 
 In memory (medians of ``--runs`` fits, the same data as a NumPy array and as a dask array on a
-``LocalCluster`` of 2 workers, one thread each, in this process; the array split evenly into
-``--chunks-per-worker`` chunks per worker, one by default):
+``LocalCluster`` of 2 workers, one thread each, in this process, or with ``--processes`` in
+two worker processes; the array split evenly into ``--chunks-per-worker`` chunks per worker,
+one by default):
   * DPDBSCAN on an 11M-point 2-D float32 set (blobs and background in a 27 x 34 box;
     alpha = 0.02, MinPts = 500);
   * DPM on Synth-100d (``make_blobs(100000, 100, centers=64, center_box=(-100, 100),
-    random_state=42)``).
+    random_state=42)``), or with ``--dpm-memory-points N`` on N x ``--dpm-dims`` float64
+    blobs (16 Gaussian blobs in (-100, 100)^d).
 Printed: NumPy time, Dask time (medians) and the overhead (the median ratio of the two times
 over runs that alternate between the engines; target <= 1.5x).
 
@@ -132,10 +136,10 @@ def in_memory(args) -> None:
     sets = [
         ("DPDBSCAN", f"{args.memory_points:,} x 2 float32", box_points(args.memory_points, 0),
          dbscan),
-        ("DPM", f"Synth-100d ({20_000 if args.quick else 100_000:,} x 100)",
-         synth_100d(20_000 if args.quick else 100_000).X, dpm),
+        _dpm_set(args),
     ]
-    print("in memory: median fit time (s), NumPy engine vs Dask engine (2 workers)")
+    kind = "processes" if args.processes else "threads"
+    print(f"in memory: median fit time (s), NumPy engine vs Dask engine (2 workers, {kind})")
     print(f"{'estimator':10} {'data':30} {'numpy':>8} {'dask':>8} {'ratio':>6}")
     for name, label, X, make in sets:
         # a chunk per worker by default (--chunks-per-worker): each query costs a task per
@@ -153,6 +157,15 @@ def in_memory(args) -> None:
         ratio = statistics.median(b / a for a, b in pairs)
         print(f"{name:10} {label:30} {t_np:8.2f} {t_dk:8.2f} {ratio:6.2f}", flush=True)
         del Xd
+
+
+def _dpm_set(args):
+    """DPM's in-memory set: Synth-100d, or ``--dpm-memory-points`` x ``--dpm-dims`` blobs."""
+    if args.dpm_memory_points > 0:
+        n, d = args.dpm_memory_points, args.dpm_dims
+        return ("DPM", f"{n:,} x {d} float64", blob_rows(n, d, 0).astype(np.float64), dpm)
+    n = 20_000 if args.quick else 100_000
+    return ("DPM", f"Synth-100d ({n:,} x 100)", synth_100d(n).X, dpm)
 
 
 def local(args) -> None:
@@ -186,12 +199,19 @@ def write_parquet(folder: Path, n: int, make_rows, rows_per_file: int, columns) 
     return sum(f.stat().st_size for f in folder.iterdir()) / 1e9
 
 
-def _start_cluster():
+def _start_cluster(processes: bool = False, keep_trim: bool = True):
+    """A LocalCluster of 2 workers, one thread each. ``keep_trim=False``: worker processes
+    without distributed's ``MALLOC_TRIM_THRESHOLD_`` (set, it fixes glibc's mmap threshold at
+    128 KiB, so that every large NumPy temporary in a task is a fresh mmap that page-faults:
+    the engine's tasks then run about 4x slower than the same code in this process)."""
+    import dask
     from distributed import Client, LocalCluster
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+        if not keep_trim:
+            dask.config.set({"distributed.nanny.pre-spawn-environ": {}})
+        cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=processes,
                                dashboard_address=None)
         return Client(cluster), cluster
 
@@ -245,6 +265,13 @@ def main() -> None:
     ap.add_argument("--memory-points", type=int, default=11_000_000)
     ap.add_argument("--dbscan-points", type=int, default=100_000_000)
     ap.add_argument("--dpm-points", type=int, default=20_000_000)
+    ap.add_argument("--processes", action="store_true",
+                    help="in memory: a LocalCluster of 2 worker processes (default: threads)")
+    ap.add_argument("--no-malloc-trim", action="store_true",
+                    help="with --processes: workers without distributed's MALLOC_TRIM_THRESHOLD_")
+    ap.add_argument("--dpm-memory-points", type=int, default=0,
+                    help="in memory: DPM on this many blob rows instead of Synth-100d")
+    ap.add_argument("--dpm-dims", type=int, default=10, help="features of those rows")
     ap.add_argument("--chunk-rows", type=int, default=1 << 23, help="most rows per dask chunk")
     ap.add_argument("--chunks-per-worker", type=int, default=1,
                     help="in-memory chunks per worker (the data split evenly)")
@@ -263,7 +290,7 @@ def main() -> None:
         local(args)
         if args.only == "local":
             return
-    client, cluster = _start_cluster()
+    client, cluster = _start_cluster(args.processes, not args.no_malloc_trim)
     try:
         if args.only in (None, "memory"):
             in_memory(args)

@@ -147,6 +147,20 @@ def sort_part(*pieces):
     return np.subtract(v[1:], v[:-1]), v[0], v[-1]
 
 
+def take_columns(x, cols):
+    """Columns ``cols`` of a chunk (what a sorting task fetches from another worker)."""
+    return np.ascontiguousarray(x[:, cols])
+
+
+def gap_block(x, cols, dtype, offsets):
+    """A chunk's columns ``cols`` as a neighbour-gap pass sorts them: each plus its public
+    dither offsets (``offsets[i]``, float64, or None) and cast to ``dtype``, (rows, len(cols))."""
+    out = np.empty((x.shape[0], len(cols)), dtype=dtype)
+    for i, j in enumerate(cols):
+        out[:, i] = x[:, j] if offsets[i] is None else x[:, j] + offsets[i]
+    return out
+
+
 def sort_columns(cols, dtype, offsets, *blocks):
     """Columns ``cols`` of all chunks sorted in one task: their gaps, (len(cols), n - 1).
     ``offsets`` maps a column's position in ``cols`` to its public dither (the values the

@@ -301,6 +301,14 @@ class DaskEngine(Engine):
     Computations run on the current ``distributed`` client; without one, the engine starts a
     ``LocalCluster`` of its own (one worker, a thread per core) and closes it when the engine
     is garbage-collected (at the end of the fit).
+
+    On worker processes, ``distributed`` sets ``MALLOC_TRIM_THRESHOLD_`` by default
+    (``distributed.nanny.pre-spawn-environ``), which pins glibc's mmap threshold at 128 KiB:
+    every large NumPy temporary of a task is then a fresh mapping that page-faults, and the
+    tasks run several times slower than the same code in one process. Where worker memory
+    allows, start the cluster without it (``dask.config.set({"distributed.nanny.pre-spawn-
+    environ": {}})`` before ``LocalCluster``); ``benchmarks/scale.py --no-malloc-trim`` measures
+    both.
     """
 
     def __init__(self, X, bounds, *, retries: int = 2, _transform=None):
@@ -518,29 +526,32 @@ class DaskEngine(Engine):
                     offsets[j] = self._client.scatter(dither[0][j] * np.asarray(dither[1](n)))
             groups = np.array_split(np.arange(d), min(d, 4))
             res = self._compute(*[
-                delayed(tasks.sort_columns)(c, dtype, {i: offsets[j] for i, j in enumerate(c)
-                                                       if j in offsets}, *self._xblocks)
+                delayed(tasks.sort_columns)(  # only the group's columns leave their worker
+                    np.arange(c.size), dtype, {i: offsets[j] for i, j in enumerate(c)
+                                               if j in offsets},
+                    *[delayed(tasks.take_columns)(x, c) for x in self._xblocks])
                 for c in groups])
             for c, r in zip(groups, res, strict=True):
                 gaps[c] = r
             return gaps.T
+        edges = np.cumsum((0, *rows))
         for start in range(0, d, batch):
-            cols, pad = [], []
-            for j in range(start, min(d, start + batch)):
-                col = self.X[:, j]
-                w = 0.0
-                if dither is not None and dither[0][j] > 0:
-                    w = dither[0][j]
-                    col = col + da.from_array(w * np.asarray(dither[1](n)), chunks=(rows,))
-                cols.append(col.astype(dtype))
+            js = np.arange(start, min(d, start + batch))
+            offs, pad = [[] for _ in rows], []
+            for j in js:  # drawn here, in the NumPy engine's order; each chunk's part scattered
+                w = dither[0][j] if dither is not None and dither[0][j] > 0 else 0.0
+                v = w * np.asarray(dither[1](n)) if w else None
+                for b, part in enumerate(offs):
+                    part.append(None if v is None else
+                                self._client.scatter(v[edges[b] : edges[b + 1]]))
                 pad.append(abs(w))
-            js = np.arange(start, start + len(cols))
             lo = self.bounds[js, 0] - np.asarray(pad)
             inv_width = 1.0 / (self.bounds[js, 1] - self.bounds[js, 0] + 2 * np.asarray(pad))
-            blocks = list(da.stack(cols, axis=1).rechunk({1: -1}).to_delayed()[:, 0])
+            blocks = [delayed(tasks.gap_block)(x, js, dtype, off)  # one task per chunk
+                      for x, off in zip(self._xblocks, offs, strict=True)]
             res, n_parts = self._sort_pass(blocks, lo,
                                            inv_width * 256 * max(1, -(-n // _PART_VALUES)),
-                                           n, len(cols))
+                                           n, js.size)
             for i, j in enumerate(js):
                 tasks.stitch(res[i * n_parts : (i + 1) * n_parts], gaps[j])
         return gaps.T
