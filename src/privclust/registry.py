@@ -37,7 +37,7 @@ from .cluster.dpcube import DPCube
 from .cluster.emmc import EMMC
 from .cluster.hst import HSTKMeans
 from .cluster.lsh_splits import LSHSplits
-from .io import codecs
+from .io import codecs, register_built_in_codec
 
 __all__ = ["ENTRIES", "OPTIONS", "Entry", "MorseBase", "Option", "entry_for", "options_of"]
 
@@ -287,6 +287,10 @@ def base_options(entry: Entry) -> tuple[str, ...]:
     """The options a ``morse --base`` adds: its own, with ``--n-components`` for its size."""
     own = tuple(d for d in entry.applicable() if d not in ("n_clusters", "n_components"))
     return own + (("n_components",) if entry.morse_base.size_param else ())
+
+for _entry in ENTRIES.values():  # the model files know every estimator from here
+    register_built_in_codec(_entry.cls, _entry.codec.dump, _entry.codec.load)
+del _entry
 
 
 def entry_for(model) -> Entry:

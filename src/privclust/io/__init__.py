@@ -98,20 +98,23 @@ class ModelCodec:
     load: Callable[[Any, dict], None]
 
 
-#: Codecs registered with :func:`register_model` (the built-in estimators' come from
-#: :mod:`privclust.registry`).
+#: The built-in estimators' codecs: :mod:`privclust.registry` hands them over when it loads
+#: (:func:`register_built_in_codec`; importing privclust loads it), so this package never
+#: imports the registry.
+_BUILT_IN_CODECS: dict[str, ModelCodec] = {}
+#: Codecs registered with :func:`register_model`.
 _EXTRA_CODECS: dict[str, ModelCodec] = {}
+
+
+def register_built_in_codec(cls: type, dump, load) -> None:
+    """Called by :mod:`privclust.registry` for each of its estimators (not for users: see
+    :func:`register_model`)."""
+    _BUILT_IN_CODECS[cls.__name__] = ModelCodec(cls.__name__, cls, dump, load)
 
 
 def _codecs() -> dict[str, ModelCodec]:
     """Every codec by stored name: the registry's estimators, then any registered here."""
-    from ..registry import ENTRIES  # the registry imports this package: look it up late
-
-    built_in = {
-        e.cls.__name__: ModelCodec(e.cls.__name__, e.cls, e.codec.dump, e.codec.load)
-        for e in ENTRIES.values()
-    }
-    return built_in | _EXTRA_CODECS
+    return _BUILT_IN_CODECS | _EXTRA_CODECS
 
 
 def register_model(
