@@ -592,7 +592,8 @@ class DPM(PrivateClusterMixin):
                                       2 * rows.size)
             # the next level's histograms come with the counts (one request): the same groups
             # less the children dropped below (post-processing of exact aggregates)
-            counts, hist = (engine.count_and_histogram(children, lo, beta / 2.0, 2 * n_bins)
+            counts, hist = (_children_histograms(engine, children, hist[rows], lo, beta / 2.0,
+                                                 2 * n_bins)
                             if not adaptive and level + 1 < depth else
                             (engine.count(children), None))
             child_hat = mech.count(
@@ -713,6 +714,23 @@ def _split_table(active, rows, feat, thr):
     left[rows] = 2 * np.arange(rows.size)
     right[rows] = 2 * np.arange(rows.size) + 1
     return feature, threshold, left, right
+
+
+def _children_histograms(engine, children, parent_hist, lo, width, n_bins):
+    """``engine.count_and_histogram(children, lo, width, n_bins)`` from half the records: the
+    left children (groups ``2r``) are histogrammed and each right child's histogram is its
+    parent's (``parent_hist[r]``, on the same bins) less its left sibling's, and every count is
+    the sum of one feature's bins (each record lies in exactly one bin per feature). Exact
+    integer arithmetic: the same counts and histograms as the direct request."""
+    m = parent_hist.shape[0]
+    lefts = np.full(2 * m, -1)
+    lefts[0::2] = np.arange(m)
+    left_only = engine.regroup(children, np.full(2 * m, -1), np.zeros(2 * m), lefts, lefts, m)
+    left = engine.axis_histogram(left_only, lo, width, n_bins)
+    hist = np.empty((2 * m, *left.shape[1:]), dtype=left.dtype)
+    hist[0::2] = left
+    np.subtract(parent_hist, left, out=hist[1::2], casting="unsafe")
+    return hist[:, 0, :].sum(axis=1, dtype=np.int64), hist
 
 
 def _relabel_rows(per_group: np.ndarray, relabel: np.ndarray, n_groups: int) -> np.ndarray:

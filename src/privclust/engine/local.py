@@ -156,7 +156,8 @@ class LocalEngine(Engine):
             return LocalGrouping(_unpark(g, left_t[np.maximum(g, -1)]), n_groups)
         shared = normal.ndim == 1
         out = np.empty(g.shape, dtype=np.int32)
-        for sl in self._chunks():  # chunked: temporaries stay small whatever n is
+
+        def route(sl):  # one chunk: writes out[sl] only
             gs = g[sl]
             target = _unpark(gs, left_t[np.maximum(gs, -1)])
             rows = np.flatnonzero(split_t[np.maximum(gs, -1)])
@@ -167,6 +168,19 @@ class LocalEngine(Engine):
                 right_side = proj > offset_t[gr]
                 target[rows[right_side]] = right_t[gr[right_side]]
             out[sl] = target
+
+        chunks = list(self._chunks())  # chunked: temporaries stay small whatever n is
+        # the same chunks, row subsets and products on threads (matmul and einsum release the
+        # GIL), BLAS pinned to one thread meanwhile; only from the main thread (a Dask task
+        # leaves the cores to its pool)
+        if (N_THREADS > 1 and len(chunks) >= 4
+                and threading.current_thread() is threading.main_thread()):
+            with single_threaded_blas(), ThreadPoolExecutor(N_THREADS) as pool:
+                for _ in pool.map(route, chunks):
+                    pass
+        else:
+            for sl in chunks:
+                route(sl)
         return LocalGrouping(out, n_groups)
 
     # aggregates ------------------------------------------------------------------------
@@ -237,18 +251,36 @@ class LocalEngine(Engine):
         check_width(d)
         exp = centred_exponents(self.bounds, centres)
         inv_step = np.ldexp(1.0, -exp)
-        out = ExactSums.zeros((n_groups, d), exp)
         g = grouping.group
-        for sl in self._chunks():
+        parts = {}  # one exact total per thread (scratch arrays are per thread too)
+
+        def add_chunk(sl):
             gs = g[sl]
             keep = gs >= 0
             x = self.X[sl]
             if not keep.all():
                 if not keep.any():
-                    continue
+                    return
                 gs, x = gs[keep], x[keep]
             gs = as_scratch("labels", gs, np.intp)
-            out.add(row_group_sums(gs, centred_units(x, centres, gs, inv_step), n_groups))
+            total = parts.get(threading.get_ident())
+            if total is None:
+                total = parts[threading.get_ident()] = ExactSums.zeros((n_groups, d), exp)
+            total.add(row_group_sums(gs, centred_units(x, centres, gs, inv_step), n_groups))
+
+        chunks = list(self._chunks())
+        # exact totals do not depend on the order of the additions: threads change nothing
+        if (N_THREADS > 1 and len(chunks) >= 4
+                and threading.current_thread() is threading.main_thread()):
+            with ThreadPoolExecutor(N_THREADS) as pool:
+                for _ in pool.map(add_chunk, chunks):
+                    pass
+        else:
+            for sl in chunks:
+                add_chunk(sl)
+        out = ExactSums.zeros((n_groups, d), exp)
+        for total in parts.values():
+            out = out + total
         return out
 
     def group_neighbour_gaps(self, grouping):
