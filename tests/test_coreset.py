@@ -55,6 +55,27 @@ def test_finds_the_true_k_on_wide_data():
     assert adjusted_rand_score(y, model.labels_) > 0.95
 
 
+@pytest.mark.parametrize("seed", [0, 1])
+def test_wide_lloyd_step_moves_the_centres_to_the_means(seed):
+    """Wide data: a Lloyd step in the original space (balls about the recovered centres, a
+    private radius) follows the recovery, from the refinement's budget: the plan's total is
+    unchanged and the centres come closer to the clusters' means."""
+    X, y = make_blobs(20000, 60, centers=8, cluster_std=1.0, center_box=(-20, 20),
+                      random_state=seed)
+    model = _fit(X, epsilon=1.0, random_state=seed)
+    plan = [line["item"] for line in model.privacy_report_.plan]
+    assert "ball radius, Lloyd step 1" in plan and "cluster sums, recovery" in plan
+    assert model.privacy_report_.total().epsilon == pytest.approx(1.0, rel=1e-9)
+    means = np.array([X[y == j].mean(axis=0) for j in range(8)])
+
+    def error(C):
+        return np.median(np.min(((C[:, None] - means[None]) ** 2).sum(axis=2), axis=0))
+
+    before, after = model.centers_history_[0], model.centers_history_[-1]
+    assert len(model.centers_history_) == 2 and error(after) < 0.5 * error(before)
+    assert adjusted_rand_score(y, model.labels_) > 0.95
+
+
 def test_takes_n_clusters_when_given(blobs):
     X, _ = blobs
     model = _fit(X, n_clusters=4)

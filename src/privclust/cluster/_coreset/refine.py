@@ -24,8 +24,9 @@ import math
 import numpy as np
 
 from ...engine.local import LocalGrouping
+from ...privacy import gaussian_sigma
 
-__all__ = ["COUNT_SHARE", "ball_step"]
+__all__ = ["COUNT_SHARE", "ball_step", "corrected_nearest", "centre_variance"]
 
 #: Share of a step's epsilon for the noisy sizes (the rest goes to the sums: the clusters hold
 #: hundreds of records or more, so the sizes need little).
@@ -78,3 +79,35 @@ def ball_step(engine, mech, labels, anchors, radius, epsilon, *, items, label, b
     keep = anchors if fallback is None else np.asarray(fallback, dtype=float)
     centres = np.where((n_hat >= 1)[:, None], anchors + radius[:, None] * mean, keep)
     return np.clip(centres, bounds[:, 0], bounds[:, 1]), n_hat
+
+
+def corrected_nearest(X, centres, offset):
+    """For every record, the centre ``j`` that minimises ``||x - c_j||^2 - offset_j`` and that
+    value, at least 0 (chunked): with ``offset_j`` the expected squared norm of the noise of
+    ``c_j``, the expected squared distance from the cluster's mean. Returns ``(labels,
+    corrected distances)``."""
+    n = X.shape[0]
+    labels = np.empty(n, dtype=np.int64)
+    dist = np.empty(n)
+    cc = np.einsum("ij,ij->i", centres, centres) - offset
+    for start in range(0, n, _ROWS // 16):
+        x = np.asarray(X[start:start + _ROWS // 16], dtype=np.float64)
+        d2 = cc[None, :] - 2.0 * (x @ centres.T)
+        j = np.argmin(d2, axis=1)
+        labels[start:start + x.shape[0]] = j
+        best = d2[np.arange(x.shape[0]), j] + np.einsum("ij,ij->i", x, x)
+        dist[start:start + x.shape[0]] = np.sqrt(np.maximum(best, 0.0))
+    return labels, dist
+
+
+def centre_variance(radius, sizes, epsilon, delta, d) -> np.ndarray:
+    """Noise variance per coordinate of the centres of one :func:`ball_step` (public: its noise
+    scale and the released sizes, at most ``radius^2 / d``; inf where the size is below 1 and the
+    centre is a fallback)."""
+    eps_sum = epsilon * (1 - COUNT_SHARE)
+    sd = gaussian_sigma(eps_sum, delta, 1.0) if delta > 0 else math.sqrt(2 * d) / eps_sum
+    n = np.asarray(sizes, dtype=float)
+    r = np.asarray(radius, dtype=float)
+    # the noisy mean is shrunk into the unit ball: the noise moves a centre by at most r
+    var = np.minimum((r * sd / np.maximum(n, 1.0)) ** 2, r**2 / d)
+    return np.where(n >= 1, var, np.inf)

@@ -19,6 +19,7 @@ import numpy as np
 
 from ...privacy.histogram import release_sparse_histogram
 from ...privacy.rng import public_unit_directions
+from ..dpcube import _Grid as _ShiftedGrid
 from ..hst import hst_threshold, level_keys
 
 __all__ = ["Grid", "Space", "grow", "leaf_summary", "level_budgets"]
@@ -65,24 +66,10 @@ class Space:
         return np.clip((Xc - self.mid) @ self.G.T, self.box[:, 0], self.box[:, 1])
 
 
-class Grid:
-    """A randomly shifted grid over ``box``: the root cell (level 0) has side ``2W`` and holds
-    the whole box; level ``l`` halves every side ``l`` times."""
-
-    def __init__(self, box: np.ndarray, shift: np.ndarray):
-        self.box = box
-        self.origin = box[:, 0] - shift
-        self.root_width = 2.0 * (box[:, 1] - box[:, 0])
-
-    def width(self, level: int) -> np.ndarray:
-        return self.root_width / 2.0**level
-
-    def centres(self, level: int, cells: np.ndarray) -> np.ndarray:
-        """Centre of every cell's intersection with the box."""
-        w = self.width(level)
-        lo = np.maximum(self.origin + cells * w, self.box[:, 0])
-        hi = np.minimum(self.origin + (cells + 1) * w, self.box[:, 1])
-        return (lo + hi) / 2.0
+class Grid(_ShiftedGrid):
+    """DPCube's randomly shifted grid over ``box`` (the root cell, level 0, has side ``2W`` and
+    holds the whole box; level ``l`` halves every side ``l`` times), with the spread of a
+    record over its cell."""
 
     def spread2(self, level: int, cells: np.ndarray) -> np.ndarray:
         """Mean squared distance of a point uniform in each cell (its intersection with the
