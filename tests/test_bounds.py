@@ -283,8 +283,9 @@ def test_the_budget_is_checked_before_the_data():
 
 # ----------------------------------------------------------------------------- replay, audit
 def _replay_bounds(X, X_neighbour, epsilon=0.3):
-    """Record private_bounds on X, replay it on the neighbour with every noisy output frozen:
-    the same releases (public arguments, sensitivities) and the same outcome."""
+    """Record private_bounds on X, replay it on the neighbour with every noisy output frozen
+    (the harness raises at a different release, public argument or sensitivity). Returns both
+    outcomes (bounds, or the refusal's message) and the number of releases replayed."""
     def run(data):
         try:
             return private_bounds(data, epsilon, random_state=0).bounds
@@ -298,9 +299,12 @@ def _replay_bounds(X, X_neighbour, epsilon=0.3):
     with hooks(session):
         second = run(X_neighbour)
     session.finish()
-    assert len(session.calls) >= 1
+    return first, second, len(session.calls)
+
+
+def _assert_same_outcome(first, second):
     if isinstance(first, str) or isinstance(second, str):
-        assert first == second
+        assert first == second, (first, second)
     else:
         np.testing.assert_array_equal(first, second)
 
@@ -310,12 +314,17 @@ def test_private_bounds_decide_from_releases_only(n):
     rng = np.random.default_rng(9)
     X = np.column_stack([rng.normal(size=n), 1000 + rng.normal(size=n), rng.uniform(0, 9, n)])
     for Xn in (X[:-1], np.vstack([X, [[1e6, -1e6, 1e6]]]), np.vstack([X, X[:1]])):
-        _replay_bounds(X, Xn)
+        first, second, releases = _replay_bounds(X, Xn)
+        assert releases >= 1 and not isinstance(first, str)
+        _assert_same_outcome(first, second)  # the same bounds on the neighbour
 
 
 def test_the_refusal_decides_from_the_released_count_only():
     X = np.random.default_rng(10).normal(size=(200, 3))
-    _replay_bounds(X, X[:-1])  # refused on both (the same frozen count)
+    first, second, releases = _replay_bounds(X, X[:-1])
+    assert releases >= 1
+    assert isinstance(first, str) and first == second  # refused on both, in the same words
+    assert "records" in first
 
 
 def test_the_replay_catches_a_refusal_on_the_exact_record_count(monkeypatch):
@@ -329,7 +338,7 @@ def test_the_replay_catches_a_refusal_on_the_exact_record_count(monkeypatch):
     monkeypatch.setattr(cluster_bounds, "_release", planted)
     X = np.random.default_rng(11).normal(size=(20_000, 2))
     with pytest.raises((ReplayMismatch, AssertionError)):
-        _replay_bounds(X, X[:-1])
+        _assert_same_outcome(*_replay_bounds(X, X[:-1])[:2])
 
 
 _D0 = np.random.default_rng(12).normal(size=(2_000, 1))
