@@ -17,9 +17,9 @@ import math
 
 import numpy as np
 
-from ...privacy.histogram import release_sparse_histogram
 from ...privacy.rng import public_unit_directions
 from ..dpcube import _Grid as _ShiftedGrid
+from ..hst import _release_level as _release
 from ..hst import hst_threshold, level_keys
 
 __all__ = ["Grid", "Space", "grow", "leaf_summary", "level_budgets"]
@@ -87,17 +87,6 @@ def level_budgets(epsilon: float, depth: int, growth: float) -> list[float]:
     parts = [float(v) for v in epsilon * raw / raw.sum()]
     parts[-1] = epsilon - math.fsum(parts[:-1])
     return parts
-
-
-def _release(mech, n_parents, p, keys, counts, epsilon, level, item):
-    n_cells = n_parents * (1 << p)
-    t = hst_threshold(epsilon, 1 << p)
-    return release_sparse_histogram(
-        mech, keys, counts, n_cells, epsilon, t,
-        target=f"cell counts >= {t}, level {level} ({n_cells} cells: the children of "
-               f"{n_parents} released cells)",
-        note="each record lies in one cell of the level: sensitivity 1", item=item,
-    )
 
 
 def grow(engine, mech, grid, items, budgets, retry, step):
