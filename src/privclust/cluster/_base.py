@@ -360,9 +360,7 @@ class PrivateFitMixin:
         plan.validate()
         if accountant is None:
             return
-        handle = accountant.reserve(plan.reserved(), label)
-        if plan.delta_rule:
-            plan.on_delta_resolved(lambda actual: accountant.settle(handle, actual))
+        plan.book(accountant, label)
 
     def _close_plan(self, plan, report, accountant) -> None:
         """The end of every fit: the report states the plan and what was left unspent, and the

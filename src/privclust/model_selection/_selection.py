@@ -18,7 +18,6 @@ from ..cluster._base import (
 from ..cluster.bounds import private_bounds
 from ..privacy import (
     Accountant,
-    Budget,
     Mechanisms,
     PrivacyPlan,
     PrivacyReport,
@@ -157,7 +156,7 @@ class PrivateSelection(ClusterMixin, BaseEstimator):
                                  "its score reads every record; fit on a NumPy array")
             check_bounds_for(candidates, X.shape[1])
         except (ValueError, TypeError):
-            _refund_if_unspent(plan)  # a user mistake caught before any release
+            plan.refund_if_unspent()  # a user mistake caught before any release
             raise
         report = PrivacyReport("PrivateSelection", plan.reserved(), source.description)
         mech = Mechanisms(source, report, plan)
@@ -205,10 +204,7 @@ class PrivateSelection(ClusterMixin, BaseEstimator):
         accountant = self.accountant if self.accountant is not None else Accountant()
         if not isinstance(accountant, Accountant):
             raise TypeError("accountant must be a privclust.Accountant or None")
-        handle = accountant.reserve(plan.reserved(), "PrivateSelection")
-        plan.reservation = (accountant, handle)
-        if plan.delta_rule:
-            plan.on_delta_resolved(lambda actual: accountant.settle(handle, actual))
+        plan.book(accountant, "PrivateSelection")
         return accountant
 
     def _estimate_bounds(self, X, candidates, part, eps_b, source, report) -> None:
@@ -234,7 +230,7 @@ class PrivateSelection(ClusterMixin, BaseEstimator):
             try:
                 c.fit(X)
             except (ValueError, TypeError):
-                _refund_if_unspent(plan)
+                plan.refund_if_unspent()
                 raise
             finally:
                 del c._plan_part
@@ -348,11 +344,3 @@ def _centres(est):
     if centres is None:
         raise ValueError(f"{type(est).__name__} released no centres to score")
     return centres
-
-
-def _refund_if_unspent(plan) -> None:
-    """Give the accountant back the reservation when the fit stopped before any release."""
-    if any(i.spent_epsilon or i.spent_delta or i.spent_rho for i in plan.items.values()):
-        return
-    accountant, handle = plan.reservation
-    accountant.settle(handle, Budget(0.0, 0.0))

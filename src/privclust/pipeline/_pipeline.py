@@ -22,7 +22,6 @@ from ..cluster._base import PrivateFitMixin, check_delta, check_epsilon
 from ..cluster.morse import MorseMerging
 from ..privacy import (
     Accountant,
-    Budget,
     PrivacyLeakWarning,
     PrivacyPlan,
     PrivacyReport,
@@ -88,11 +87,11 @@ class PrivatePipeline(Pipeline):
         if not private:
             raise ValueError("this PrivatePipeline has no private step; add a privclust "
                              "estimator or transformer (privclust.preprocessing)")
-        plan, accountant, handle, parts = self._open_plan(private)
+        plan, accountant, parts = self._open_plan(private)
         try:
             self._fit_steps(X, y, parts, params)
         except BaseException:
-            _refund_if_unspent(plan, accountant, handle)
+            plan.refund_if_unspent()
             raise
         self.privacy_report_ = self._close_plan(plan, accountant, private)
         return self
@@ -115,13 +114,11 @@ class PrivatePipeline(Pipeline):
         label = "PrivatePipeline(" + ", ".join(type(s).__name__ for _, _, s in private) + ")"
         plan = PrivacyPlan(label, sum(budgets), delta)
         accountant = self._shared_accountant(private)
-        handle = accountant.reserve(plan.reserved(), label)  # before any data is read
-        if plan.delta_rule:
-            plan.on_delta_resolved(lambda actual: accountant.settle(handle, actual))
+        plan.book(accountant, label)  # before any data is read
         last = len(self.steps) - 1
         parts = {i: plan.part(f"{name}", eps / plan.epsilon, 1.0 if i == last else 0.0)
                  for (i, name, _), eps in zip(private, budgets, strict=True)}
-        return plan, accountant, handle, parts
+        return plan, accountant, parts
 
     def _shared_accountant(self, private) -> Accountant:
         given = {id(a): a for a in (getattr(s, "accountant", None) for _, _, s in private)
@@ -226,10 +223,3 @@ def _warn_if_it_learns(name: str, step) -> None:
         PrivacyLeakWarning,
         stacklevel=4,
     )
-
-
-def _refund_if_unspent(plan, accountant, handle) -> None:
-    """Give back the booking when the pipeline stopped before any release (a step refused its
-    input): nothing was published, so nothing was spent."""
-    if not any(i.spent_epsilon or i.spent_delta or i.spent_rho for i in plan.items.values()):
-        accountant.settle(handle, Budget(0.0, 0.0))

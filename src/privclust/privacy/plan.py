@@ -229,6 +229,25 @@ class PrivacyPlan:
         """Call ``callback(budget)`` once the delta rule has fixed delta."""
         self._settle.append(callback)
 
+    def book(self, accountant, label: str) -> None:
+        """Check and book the whole plan with ``accountant`` (before any data is read); with
+        the delta rule the booking is lowered to the chosen delta later. For composite fits
+        (Morse merging, pipelines, model selection), whose parts book nothing themselves."""
+        handle = accountant.reserve(self.reserved(), label)
+        self.reservation = (accountant, handle)
+        if self.delta_rule:
+            self.on_delta_resolved(lambda actual: accountant.settle(handle, actual))
+
+    def refund_if_unspent(self) -> None:
+        """Give the accountant back the booking when the fit stopped before any release (a
+        part refused its input): nothing was published, so nothing was spent."""
+        booked = getattr(self, "reservation", None)
+        if booked is None or any(i.spent_epsilon or i.spent_delta or i.spent_rho
+                                 for i in self.items.values()):
+            return
+        accountant, handle = booked
+        accountant.settle(handle, Budget(0.0, 0.0))
+
     # ------------------------------------------------------------------ spending
     def has_item(self, name: str) -> bool:
         """Whether the plan has a line item of this name."""

@@ -6,9 +6,6 @@ import numbers
 
 import numpy as np
 
-from ...privacy import (
-    Budget,
-)
 from .._base import (
     check_bounds,
 )
@@ -261,15 +258,6 @@ def _is_mixture(est) -> bool:
     if _is_fitted(est):
         return all(hasattr(est, a) for a in ("means_", "covariances_", "weights_"))
     return isinstance(est, DPGaussianMixture)
-
-
-def _refund_if_unspent(plan) -> None:
-    """Give the accountant back a pipeline's reservation when the fit stopped before any
-    release (the base refused its input): nothing was published, so nothing was spent."""
-    if any(i.spent_epsilon or i.spent_delta or i.spent_rho for i in plan.items.values()):
-        return
-    accountant, handle = plan.reservation
-    accountant.settle(handle, Budget(0.0, 0.0))
 
 
 def _releases_sizes(est) -> bool:

@@ -55,7 +55,6 @@ from .base import (
     _is_fitted,
     _is_mixture,
     _positive_delta,
-    _refund_if_unspent,
     _releases_sizes,
     pool_centres,
 )
@@ -348,7 +347,7 @@ class MorseMerging(ClusterMixin, BaseEstimator):
             try:
                 self._fit_base_in_plan(base, base_part, X)
             except (ValueError, TypeError):
-                _refund_if_unspent(plan)  # a user mistake caught before any release
+                plan.refund_if_unspent()  # a user mistake caught before any release
                 raise
         self.base_estimator_ = base
 
@@ -473,10 +472,7 @@ class MorseMerging(ClusterMixin, BaseEstimator):
             cov_part.add("covariance statistics", "gaussian (zCDP)", "zcdp",
                          cov_part.epsilon - eps_n, 1.0)
             cov_part.validate()
-        handle = accountant.reserve(plan.reserved(), name)
-        plan.reservation = (accountant, handle)
-        if plan.delta_rule:
-            plan.on_delta_resolved(lambda actual: accountant.settle(handle, actual))
+        plan.book(accountant, name)
         return plan, accountant, base_part, cov_part
 
     @staticmethod
