@@ -56,23 +56,30 @@ def test_finds_the_true_k_on_wide_data():
 
 
 @pytest.mark.parametrize("seed", [0, 1])
-def test_wide_lloyd_step_moves_the_centres_to_the_means(seed):
-    """Wide data: a Lloyd step in the original space (balls about the recovered centres, a
-    private radius) follows the recovery, from the refinement's budget: the plan's total is
-    unchanged and the centres come closer to the clusters' means."""
+def test_wide_lloyd_steps_move_the_centres_to_the_means(seed):
+    """Wide data: Lloyd steps in the original space (balls about the recovered centres, a
+    private radius each) follow the recovery, from the refinement's budget: the plan's total
+    is unchanged, every step's sums share one zCDP block, and each step brings the centres
+    closer to the clusters' means."""
     X, y = make_blobs(20000, 60, centers=8, cluster_std=1.0, center_box=(-20, 20),
                       random_state=seed)
     model = _fit(X, epsilon=1.0, random_state=seed)
-    plan = [line["item"] for line in model.privacy_report_.plan]
-    assert "ball radius, Lloyd step 1" in plan and "cluster sums, recovery" in plan
-    assert model.privacy_report_.total().epsilon == pytest.approx(1.0, rel=1e-9)
+    report = model.privacy_report_
+    plan = {line["item"]: line for line in report.plan}
+    assert {"ball radius, Lloyd step 1", "cluster sizes, recovery",
+            "ball radius, Lloyd step 3"} <= set(plan)
+    assert [n for n in plan if "sums" in n] == ["cluster sums, every step"]
+    sums = [r for r in report.releases if r.target.startswith("cluster sums")]
+    assert len(sums) == 4 and all(r.mechanism == "gaussian (zCDP)" for r in sums)
+    assert report.total().epsilon == pytest.approx(1.0, rel=1e-9)
     means = np.array([X[y == j].mean(axis=0) for j in range(8)])
 
     def error(C):
         return np.median(np.min(((C[:, None] - means[None]) ** 2).sum(axis=2), axis=0))
 
-    before, after = model.centers_history_[0], model.centers_history_[-1]
-    assert len(model.centers_history_) == 2 and error(after) < 0.5 * error(before)
+    errors = [error(C) for C in model.centers_history_]
+    assert len(errors) == 4 and errors[-1] < 0.1 * errors[0]
+    assert all(b < a for a, b in zip(errors[:-1], errors[1:], strict=True))
     assert adjusted_rand_score(y, model.labels_) > 0.95
 
 
@@ -82,7 +89,7 @@ def test_takes_n_clusters_when_given(blobs):
     assert model.n_clusters_ == 4 and model.cluster_centers_.shape == (4, 4)
     assert model.candidate_ks_.size == 0
     plan = [line["item"] for line in model.privacy_report_.plan]
-    assert "choice of k" not in plan and "cluster sums, Lloyd step 1" in plan
+    assert "choice of k" not in plan and "cluster sizes, Lloyd step 1" in plan
     with pytest.raises(ValueError, match="n_clusters must be an int >= 1"):
         _fit(X, n_clusters=0)
 

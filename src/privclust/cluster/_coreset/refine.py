@@ -4,9 +4,9 @@ an anchor (the cluster's current centre, or the middle of the bounds).
 
 A record of cluster ``j`` is kept when ``||x - a_j|| <= r_j`` (records outside are left out of
 both the size and the sum); the kept records' sum of ``(x - a_j) / r_j`` has every term in the
-unit ball: L2 sensitivity 1 (analytic Gaussian mechanism) or L1 sensitivity ``sqrt(d)``
-(Laplace, pure DP) under add/remove of one record, and the clusters are disjoint (parallel
-composition). The sums are exact, on a public fixed-point grid whose rounding moves every
+unit ball: L2 sensitivity 1 (the Gaussian mechanism, ``rho``-zCDP) or L1 sensitivity
+``sqrt(d)`` (Laplace, pure DP) under add/remove of one record, and the clusters are disjoint
+(parallel composition). The sums are exact, on a public fixed-point grid whose rounding moves every
 coordinate of ``x - a_j`` toward zero (:meth:`privclust.engine.Engine.centred_sums`), so the
 rounded term stays in the ball. The anchors, radii and the assignment come from released values
 only. The new centre is ``a_j + r_j * v``, ``v`` the noisy mean ``sum_hat / n_hat`` shrunk into
@@ -24,7 +24,7 @@ import math
 import numpy as np
 
 from ...engine.local import LocalGrouping
-from ...privacy import gaussian_sigma
+from ...privacy import zcdp_gaussian_sigma
 
 __all__ = ["COUNT_SHARE", "ball_step", "corrected_nearest", "centre_variance"]
 
@@ -47,12 +47,13 @@ def _outside(X, group, anchors, radius) -> np.ndarray:
 
 
 def ball_step(engine, mech, labels, anchors, radius, epsilon, *, items, label, bounds,
-              delta=0.0, fallback=None):
+              rho=0.0, fallback=None):
     """One release of noisy sizes and sums of the ``k`` clusters given by ``labels`` (one per
     record of ``engine``, -1: no cluster), records restricted to the balls ``anchors`` (k, d),
     ``radius`` (k,). Returns ``(centres, noisy sizes)``; ``items`` names the plan's line items
-    for the sizes and the sums; ``delta > 0`` releases the sums with the analytic Gaussian
-    mechanism, else with Laplace. A cluster whose noisy size is below 1 gets its row of
+    for the sizes and the sums; ``rho > 0`` releases the sums with the Gaussian mechanism at
+    ``rho``-zCDP (a share of the sums' zCDP block), else with Laplace at the rest of
+    ``epsilon`` after the sizes. A cluster whose noisy size is below 1 gets its row of
     ``fallback`` (default: its anchor)."""
     anchors = np.asarray(anchors, dtype=float)
     radius = np.asarray(radius, dtype=float)
@@ -67,9 +68,9 @@ def ball_step(engine, mech, labels, anchors, radius, epsilon, *, items, label, b
                        note="records in their cluster's ball; the clusters are disjoint",
                        item=items[0])
     note = "sums of (x - a) / r over each cluster's ball: every term in the unit ball"
-    if delta > 0:
-        s_hat = mech.gaussian(units, 1.0, eps_sum, delta, target=f"cluster sums, {label}",
-                              note=note, item=items[1])
+    if rho > 0:
+        s_hat = mech.gaussian_zcdp(units, 1.0, rho, target=f"cluster sums, {label}",
+                                   note=note, item=items[1])
     else:
         s_hat = mech.laplace(units, math.sqrt(d), eps_sum, target=f"cluster sums, {label}",
                              note=note, item=items[1])
@@ -100,12 +101,12 @@ def corrected_nearest(X, centres, offset):
     return labels, dist
 
 
-def centre_variance(radius, sizes, epsilon, delta, d) -> np.ndarray:
+def centre_variance(radius, sizes, epsilon, rho, d) -> np.ndarray:
     """Noise variance per coordinate of the centres of one :func:`ball_step` (public: its noise
     scale and the released sizes, at most ``radius^2 / d``; inf where the size is below 1 and the
     centre is a fallback)."""
     eps_sum = epsilon * (1 - COUNT_SHARE)
-    sd = gaussian_sigma(eps_sum, delta, 1.0) if delta > 0 else math.sqrt(2 * d) / eps_sum
+    sd = zcdp_gaussian_sigma(rho, 1.0) if rho > 0 else math.sqrt(2 * d) / eps_sum
     n = np.asarray(sizes, dtype=float)
     r = np.asarray(radius, dtype=float)
     # the noisy mean is shrunk into the unit ball: the noise moves a centre by at most r
