@@ -210,6 +210,49 @@ def test_split_selection_without_factor_two_is_caught(split_scores):
     assert res.epsilon_lower > EM_EPS, str(res)
 
 
+def _silhouette_pair():
+    """Silhouette sums (the choice of k, model selection) of two fixed candidates on
+    neighbours: the added record sits on a centre of candidate A (its term 1) and halfway
+    between B's two centres (its term 0), the largest one-sided change. The other records sit
+    halfway between A's centres (term 0 for A, 1/3 for B): B holds most of the probability,
+    so A's gain shows almost whole in A's probability."""
+    from privclust.cluster._coreset.select import silhouette_sum
+
+    A = np.array([[0.0, 0.0], [10.0, 0.0]])
+    B = np.array([[-1.0, 0.0], [1.0, 0.0]])
+    X0 = np.array([[5.0, 0.0]] * 12)
+    X1 = np.vstack([X0, [[0.0, 0.0]]])
+    f0 = np.array([silhouette_sum(X0, A), silhouette_sum(X0, B)])
+    f1 = np.array([silhouette_sum(X1, A), silhouette_sum(X1, B)])
+    return f0, f1
+
+
+def test_monotone_silhouette_selection_passes_audit():
+    """``Mechanisms.select(monotone=True)`` (no factor 2) on the silhouette sums: every score
+    moves up by at most 1 when a record is added, so the exact loss stays within epsilon, and
+    the sampled outputs show no more; the same pair run at the general form's factor 2 would
+    leave half the budget unused."""
+    f0, f1 = _silhouette_pair()
+    diff = f1 - f0
+    assert (diff >= 0).all() and diff.max() <= 1.0 and diff.max() > 0.99 and diff.min() < 0.01
+    exact = _max_log_ratio(
+        exponential_mechanism_probabilities(f0, 1.0, EM_EPS, monotone=True),
+        exponential_mechanism_probabilities(f1, 1.0, EM_EPS, monotone=True),
+    )
+    assert 0.9 * EM_EPS < exact <= EM_EPS
+
+    def sampler(scores):
+        def sample(rng, n):
+            rows = np.broadcast_to(scores, (n, scores.size))
+            return _mechanisms(rng).select(rows, 1.0, EM_EPS, target="audit silhouette",
+                                           monotone=True)
+        return sample
+
+    res = assert_private(EM_EPS, 0.0, sampler(f0), sampler(f1), categorical_events(range(2)),
+                         EM_TRIALS, seed=23, confidence=CONFIDENCE)
+    assert res.epsilon_lower > 0.75 * EM_EPS, str(res)
+
+
 # =========================================================================== private quantile
 def _quantile_density(values, quantile, lo, hi, epsilon, sensitivity):
     """Exact output law of private_quantile, written independently: (edges, piece densities)."""

@@ -145,29 +145,28 @@ class CoresetKMeans(PrivateClusterMixin):
     Privacy guarantee
     -----------------
     ``(epsilon, delta)``-DP under add/remove-one-record neighbours (``delta=0``: pure
-    ``epsilon``-DP, with Laplace noise on the sums), by basic composition of the line items of
-    one plan, checked before any data is read: the bounds (private ones only), the record
-    count (two-sided geometric, sensitivity 1), the radius (projected data: the exponential
-    mechanism over the gaps of the distances, each record's rank moving by at most 1; wide
-    data, likewise before every Lloyd step, from the step's budget), the
-    tree's levels (each level's cells partition the records: sensitivity 1 per level; a level
-    that releases nothing is released once more with the budget of the levels below, a
-    privacy filter, so every path spends the plan), the choice of k (exponential mechanism,
-    sensitivity 1: the candidates are public, computed from released values, and each record
-    adds one term in ``[0, 1]`` to every score, rounded down to a public grid and summed
-    exactly) and every refinement step (sizes: two-sided geometric, sensitivity 1; sums of
-    ``(x - a) / r`` over records within ``r`` of ``a``: every term in the unit ball, L2
-    sensitivity 1 for the Gaussian mechanism, L1 ``sqrt(d)`` for Laplace; the clusters are
-    disjoint, so each step is one release of each). With ``delta > 0`` the sums of all the
-    steps form one zCDP block (Bun and Steinke, TCC 2016, Prop. 1.6 and Lemma 2.3): step ``i``
-    adds Gaussian noise of scale ``1 / sqrt(2 rho_i)``, the ``rho_i`` (in proportion to the
-    steps' epsilon) sum to the block's rho, and the ledger converts that rho once to the
-    block's epsilon at the plan's delta; ``delta=None`` takes ``min(1e-5, n_hat^-1.5)`` from
-    the released count and reserves 1e-5. Everything else (the projection,
-    the grid's shift and the k-means seeds: public randomness; the coreset, the candidates,
-    the balls' anchors and radii, which clusters are kept: post-processing of released values)
-    reads no record. Records are clipped to the bounds. The sparse histograms are pure DP in
-    the Real-RAM model (their tail sampling uses floating-point draws).
+    ``epsilon``-DP, with Laplace noise on the sums), by basic composition of the line items of one
+    plan, checked before any data is read: the bounds (private ones only), the record count
+    (two-sided geometric, sensitivity 1), the radius (projected data: the exponential mechanism over
+    the gaps of the distances, each record's rank moving by at most 1; wide data, likewise before
+    every Lloyd step, from the step's budget), the tree's levels (each level's cells partition the
+    records: sensitivity 1 per level; a level that releases nothing is released once more with the
+    budget of the levels below, a privacy filter, so every path spends the plan), the choice of k
+    (exponential mechanism, sensitivity 1: the candidates are public, computed from released values,
+    and each record adds one term in ``[0, 1]`` to every score, rounded down to a public grid and
+    summed exactly; the scores are monotone, so without the factor 2) and every refinement step
+    (sizes: two-sided geometric, sensitivity 1; sums of ``(x - a) / r`` over records within ``r`` of
+    ``a``: every term in the unit ball, L2 sensitivity 1 for the Gaussian mechanism, L1 ``sqrt(d)``
+    for Laplace; the clusters are disjoint, so each step is one release of each). With ``delta > 0``
+    the sums of all the steps form one zCDP block (Bun and Steinke, TCC 2016, Prop. 1.6 and Lemma
+    2.3): step ``i`` adds Gaussian noise of scale ``1 / sqrt(2 rho_i)``, the ``rho_i`` (in
+    proportion to the steps' epsilon) sum to the block's rho, and the ledger converts that rho once
+    to the block's epsilon at the plan's delta; ``delta=None`` takes ``min(1e-5, n_hat^-1.5)`` from
+    the released count and reserves 1e-5. Everything else (the projection, the grid's shift and the
+    k-means seeds: public randomness; the coreset, the candidates, the balls' anchors and radii,
+    which clusters are kept: post-processing of released values) reads no record. Records are
+    clipped to the bounds. The sparse histograms are pure DP in the Real-RAM model (their tail
+    sampling uses floating-point draws).
 
     Choices by measurement (``benchmarks/default.py``; Synth-10d, Synth-100d, the MNIST and
     Fashion-MNIST embeddings, Cluto-t4 at epsilon 0.25 with ``bounds="private"``, seeds 0-2)
@@ -599,7 +598,7 @@ class CoresetKMeans(PrivateClusterMixin):
                             target=f"the number of clusters, one of {len(ks)} candidates",
                             note="score: the records' simplified silhouette against each "
                             "candidate's centres (public, from the coreset): sensitivity 1",
-                            item=_ITEM_SELECT))
+                            item=_ITEM_SELECT, monotone=True))
         return ks[i], cands[i], ks
 
     @staticmethod

@@ -60,9 +60,10 @@ class PrivateSelection(ClusterMixin, BaseEstimator):
     in ``[0, 1]`` per record, each a function of that record and the centres alone, so adding or
     removing a record moves every ``S_j`` by at most 1 (terms are rounded down to a public
     fixed-point grid and added exactly, so this holds in floating point too; see
-    :mod:`privclust.model_selection._score`). The exponential mechanism with sensitivity 1 (the
-    general form, factor 2) is then ``eps_select``-DP however many candidates there are. It
-    releases only the chosen index: no score is published.
+    :mod:`privclust.model_selection._score`). An added record adds its term, at least 0, to
+    every ``S_j`` at once (monotone scores), so the exponential mechanism with sensitivity 1
+    and no factor 2 (McSherry and Talwar 2007, Thm. 6) is ``eps_select``-DP however many
+    candidates there are. It releases only the chosen index: no score is published.
 
     Budget. One :class:`~privclust.privacy.PrivacyPlan` holds the whole selection and is checked
     against ``accountant`` (booked once) **before any data is read**:
@@ -245,6 +246,7 @@ class PrivateSelection(ClusterMixin, BaseEstimator):
             note="score: sum over the records of (b - a) / max(a, b), a and b the distances to "
                  "the nearest and second-nearest released centre (Hruschka et al. 2004), each "
                  "term in [0, 1] on a fixed-point grid: sensitivity 1",
+            monotone=True,  # an added record adds its term to every score
         ))
         self.best_index_ = idx
         self.best_estimator_ = candidates[idx]

@@ -443,27 +443,32 @@ class Mechanisms:
 
     # selection -------------------------------------------------------------------------
     def select(self, scores, sensitivity, epsilon: float, *, target: str, note: str = "",
-               item: str | None = None, same_records: bool = False):
+               item: str | None = None, same_records: bool = False, monotone: bool = False):
         """Exponential mechanism (factor 2, Departures item 1) over the last axis of ``scores``.
 
         Rows of a 2-D ``scores`` are selections on disjoint subsets (parallel composition: the
         batch costs ``epsilon``). ``same_records=True``: the rows are selections on the *same*
         records (e.g. one per feature); each then runs at ``epsilon / rows`` and the batch costs
-        ``epsilon`` by sequential composition."""
+        ``epsilon`` by sequential composition. ``monotone=True`` drops the factor 2
+        (McSherry and Talwar, FOCS 2007, Thm. 6): only for scores that every added record
+        moves up (or every one down) for every candidate at once, by at most the sensitivity,
+        such as a sum of one term in ``[0, D]`` per record."""
         rows = _rows(scores) if np.ndim(scores) == 2 else 1
         per_row = epsilon / rows if same_records else epsilon
-        idx = exponential_mechanism(self.rng, scores, sensitivity, per_row)
+        idx = exponential_mechanism(self.rng, scores, sensitivity, per_row, monotone=monotone)
         sens = np.asarray(sensitivity, dtype=float)
+        factor = 1.0 if monotone else 2.0
         self.record(
             Release(
                 "exponential",
                 target,
                 epsilon=float(epsilon),
                 sensitivity=float(sens.max()),
-                scale=float((2.0 * sens / per_row).max()),
+                scale=float((factor * sens / per_row).max()),
                 n_released=rows,
                 note=note + (f"; {rows} selections on the same records, epsilon / {rows} each"
-                             if same_records and rows > 1 else ""),
+                             if same_records and rows > 1 else "")
+                + ("; monotone scores: factor 1" if monotone else ""),
             ),
             item,
         )

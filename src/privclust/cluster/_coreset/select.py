@@ -9,11 +9,12 @@ Campello, de Castro 2004; the same score as :mod:`privclust.model_selection._sco
     s(x) = (b - a) / b,   a, b: distances of x to its nearest and second-nearest centre
 
 (0 when ``b = 0``), in ``[0, 1]``. Given the candidates, adding or removing one record adds or
-removes its own term and nothing else, so every score moves by at most 1: the exponential
-mechanism with sensitivity 1 (factor 2) chooses one candidate with ``eps_select``, however many
-there are, and releases only its index. Each term is a function of the record and the centres
-alone (distances from a k-d tree, computed per record), rounded down to a multiple of
-``2**-16`` and added as integers, so the sums are exact and independent of the records' order.
+removes its own term and nothing else, so every score moves by at most 1, and all in the same
+direction (the term is at least 0): the exponential mechanism with sensitivity 1 and monotone scores
+(no factor 2; McSherry and Talwar 2007, Thm. 6) chooses one candidate with ``eps_select``, however
+many there are, and releases only its index. Each term is a function of the record and the centres
+alone (distances from a k-d tree, computed per record), rounded down to a multiple of ``2**-16`` and
+added as integers, so the sums are exact and independent of the records' order.
 
 Why not a criterion on the coreset itself: its points are cells of the tree, coarser than the
 clusters' own spread. Measured: without the cells' spread, the weighted silhouette, BIC and
