@@ -13,7 +13,7 @@ from sklearn.metrics import adjusted_rand_score
 
 from _replay import ReplayMismatch, check_neighbour, neighbours
 from privclust import Accountant, Budget, BudgetExceededError, CoresetKMeans, cli, io
-from privclust.cluster._coreset.select import candidate_ks, silhouette_sum
+from privclust.cluster._coreset.select import candidate_ks, silhouette_sum, ward_merge
 from privclust.privacy import DELTA_CAP
 
 BOUNDS = (-30.0, 30.0)
@@ -194,3 +194,37 @@ def test_command_line_with_private_bounds(blobs, tmp_path, capsys):
     assert model.n_clusters_ == 6
     assert cli.main(["predict", str(out), str(data), "--out", str(tmp_path / "l.npy")]) == 0
     assert np.unique(np.load(tmp_path / "l.npy")).size == 6
+
+
+def test_ward_merge_joins_the_closest_centres_first():
+    """Given k on wide data, the surplus clusters are merged down to k (post-processing): the
+    pair of least Ward cost becomes its weighted mean, with the summed size."""
+    C = np.array([[0.0, 0.0], [0.1, 0.0], [10.0, 0.0], [20.0, 0.0]])
+    sizes = np.array([300, 100, 50, 50])
+    merged, n = ward_merge(C, sizes, 3)
+    assert merged.shape == (3, 2) and n.tolist() == [400, 50, 50]
+    np.testing.assert_allclose(merged[0], [0.025, 0.0])
+    merged, n = ward_merge(C, sizes, 2)
+    assert sorted(n.tolist()) == [100, 400]
+
+
+def test_given_k_on_wide_data_recovers_every_cluster():
+    """Wide data given k: more clusters than k chosen in the projection, merged down to k
+    after the recovery: every cluster keeps a centre of its own."""
+    X, y = make_blobs(20000, 60, centers=8, cluster_std=1.0, center_box=(-20, 20),
+                      random_state=3)
+    model = _fit(X, n_clusters=8, epsilon=1.0, random_state=1)
+    assert model.n_clusters_ == 8 and model.cluster_centers_.shape == (8, 60)
+    assert model.cluster_sizes_.shape == (8,)
+    assert adjusted_rand_score(y, model.labels_) > 0.95
+
+
+def test_given_k_beyond_the_coreset_copies_its_heaviest_points():
+    """k larger than the coreset: the missing centres start near the heaviest points (a
+    public offset), not anywhere in the box, so the Lloyd step splits a real cluster."""
+    X, _ = make_blobs(6000, 2, centers=[[-5, -5], [5, 5]], cluster_std=0.5, random_state=0)
+    model = _fit(X, n_clusters=12, epsilon=0.3, bounds=(-100, 100))
+    assert model.coreset_.shape[0] < 12
+    start = model.centers_history_[0]
+    near = np.min(np.linalg.norm(start[:, None] - np.array([[-5, -5], [5, 5]]), axis=2), axis=1)
+    assert near.max() < 10.0  # uniform draws in the box would land ~50 away

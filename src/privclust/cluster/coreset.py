@@ -28,7 +28,7 @@ from ._base import (
 )
 from ._centres import finish_centre_fit
 from ._coreset.refine import COUNT_SHARE, ball_step, centre_variance, corrected_nearest
-from ._coreset.select import candidate_ks, fit_centres, silhouette_sum
+from ._coreset.select import candidate_ks, fit_centres, silhouette_sum, ward_merge
 from ._coreset.tree import Grid, Space, grow, leaf_summary, level_budgets
 
 __all__ = ["CoresetKMeans"]
@@ -81,6 +81,12 @@ OVER_SHARE = 0.5
 #: and the recovery's share of the refinement (the rest split evenly among the steps): each
 #: step's ball shrinks with the centres' noise, so a few steps reach the clusters' own spread.
 WIDE_N_LLOYD = 3
+#: Wide data given k: the clusters chosen in the projection are this many times k (at most the
+#: coreset's size), and after the Lloyd steps the closest are merged down to k (Ward's cost on
+#: the noisy sizes: post-processing). The coreset's leaves split some clusters in two and
+#: hold two clusters in one now and then; with exactly k clusters, k-means on the coreset
+#: would have to merge two distinct clusters for every split one.
+GIVEN_K_OVER = 1.15
 WIDE_FIRST_SHARE = 0.3
 #: Data with more features ("wide") chooses k among clusterings of the coreset in the
 #: projection, scored there (the k-d tree's distances cost O(d) each, and each refined point's
@@ -132,7 +138,9 @@ class CoresetKMeans(PrivateClusterMixin):
        coreset in the projection, then recovers the chosen clusters' means in the original
        space (records by nearest projected centre). Clusters whose noisy size is below three
        noise scales are dropped there (an empty cluster's centre would sit among the records).
-       Given ``n_clusters``, weighted k-means with that k replaces the choice.
+       Given ``n_clusters``, weighted k-means with that k replaces the choice (wide data: with
+       ``GIVEN_K_OVER`` times k, merged down to k after the recovery; points the coreset
+       lacks start as copies of its heaviest points).
     6. **Lloyd steps** (``n_lloyd``; None: 1, and 3 for data over 50 features): noisy sizes
        and sums of the records nearest every centre, each restricted to a ball about its
        centre whose radius comes from the refined coreset (projected data: the ball of step
@@ -201,6 +209,11 @@ class CoresetKMeans(PrivateClusterMixin):
       recovery: 1.08-1.09x on seeds 0-2 (0.5: 1.11-1.18x; ``n_lloyd=4``: 1.05-1.24x). At 10
       and 40 features one step stays best (Synth-10d 1.03x, two steps 1.06x; MNIST embedding
       1.00x either way).
+    * Given k on Synth-100d (epsilon 0.5, public bounds, seeds 0-2): k-means with exactly 64
+      clusters on the projected coreset (75-83 points, some clusters split over two leaves)
+      merged distinct clusters, 59-181x non-private KMeans' cost; 1.15k clusters merged down
+      to k by Ward's cost after the recovery: 6-23x, ARI 1.000 (1.3k: 19-100x; merged after
+      the Lloyd steps instead: 76-182x).
     * Uniform budget over 7 tree levels: budgets growing 1.5x per level starved the top
       levels (Synth-10d: 14 leaves, k = 8-12, ARI 0.17).
     * Shares 0.02, 0.5, 0.03, 0.45 (record count, tree, choice, refinement), five seeds:
@@ -476,8 +489,12 @@ class CoresetKMeans(PrivateClusterMixin):
         candidate ks, noisy sizes, history)``."""
         d = space.bounds.shape[0]
         if space.projected and d > SELECT_MAX_FEATURES:
-            _, proj, ks = self._choose(tree_engine.X, grid.box, points, weights, *choice, gen,
-                                       mech)
+            k_user = choice[0]
+            # given k, a few clusters more than k in the projection, merged down to k at the end
+            over = None if k_user is None else min(points.shape[0], max(
+                k_user, int(np.ceil(GIVEN_K_OVER * k_user))))
+            _, proj, ks = self._choose(tree_engine.X, grid.box, points, weights, over,
+                                       *choice[1:], gen, mech)
             labels = nearest_centre(tree_engine.X, proj)
             m = proj.shape[0]
             mid = np.tile(space.mid, (m, 1))
@@ -491,6 +508,9 @@ class CoresetKMeans(PrivateClusterMixin):
             step()
             var = centre_variance(np.full(R.shape[0], rho), R_sizes, first.epsilon, first.rho,
                                   d)
+            if k_user is not None and R.shape[0] > k_user:
+                R, R_sizes = ward_merge(R, R_sizes, k_user)
+                var = centre_variance(np.full(k_user, rho), R_sizes, first.epsilon, first.rho, d)
             centres, sizes, history = self._wide_lloyd(engine, mech, space, R, R_sizes, var,
                                                        steps[1:], step)
             return centres.shape[0], centres, ks, sizes, history
@@ -582,9 +602,8 @@ class CoresetKMeans(PrivateClusterMixin):
         m = P.shape[0]
         if k_user is not None:
             centres = fit_centres(P, w, k_user, int(gen.integers(0, 2**31 - 1)), N_INIT)
-            extra = gen.uniform(box[:, 0], box[:, 1], size=(k_user - centres.shape[0],
-                                                             box.shape[0]))
-            return k_user, np.vstack([centres, extra]), []
+            return k_user, np.vstack([centres, _extra_centres(
+                P, w, k_user - centres.shape[0], box, gen)]), []
         k_max = min(MAX_CHOSEN_K, k_cap or MAX_CHOSEN_K, m, int(n_hat * eps / RECORDS_PER_EPS))
         if k_max < 2:
             mech.plan.leave_unspent(_ITEM_SELECT, f"{m} coreset point(s): nothing to choose")
@@ -704,6 +723,22 @@ class CoresetKMeans(PrivateClusterMixin):
             f"refinement: {', '.join(steps) or 'none'}",
             "labels_ are the private centres applied to X (post-processing, not a release)",
         ]
+
+
+def _extra_centres(P, w, count, box, gen) -> np.ndarray:
+    """Centres for a given k the coreset's ``m < k`` points cannot supply (post-processing,
+    public randomness): copies of the heaviest points, each moved by a small public random
+    offset (1e-3 of the box's width per feature), so the Lloyd steps split the heaviest
+    clusters between the copies; without points, uniform draws in the box."""
+    d = box.shape[0]
+    if count <= 0:
+        return np.zeros((0, d))
+    if P.shape[0] == 0:
+        return gen.uniform(box[:, 0], box[:, 1], size=(count, d))
+    order = np.argsort(-np.asarray(w, dtype=float), kind="stable")
+    base = P[order[np.arange(count) % order.size]]
+    offset = gen.uniform(-1.0, 1.0, size=(count, d)) * 1e-3 * (box[:, 1] - box[:, 0])
+    return np.clip(base + offset, box[:, 0], box[:, 1])
 
 
 def _supported(sizes, eps_step) -> np.ndarray:

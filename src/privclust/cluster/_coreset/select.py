@@ -29,7 +29,7 @@ import numpy as np
 from scipy.spatial import cKDTree
 from sklearn.cluster import KMeans
 
-__all__ = ["SCORE_UNITS", "candidate_ks", "fit_centres", "silhouette_sum"]
+__all__ = ["SCORE_UNITS", "candidate_ks", "fit_centres", "silhouette_sum", "ward_merge"]
 
 #: Terms are rounded down to multiples of ``1 / SCORE_UNITS`` and added as integers.
 SCORE_UNITS = 1 << 16
@@ -79,3 +79,23 @@ def silhouette_sum(Y, centres) -> float:
         s = np.clip(s, 0.0, 1.0)
         total += int(np.floor(s * SCORE_UNITS).astype(np.int64).sum())
     return total / SCORE_UNITS
+
+
+def ward_merge(centres, sizes, k: int):
+    """Merge the closest centres until ``k`` are left (post-processing of released centres
+    and noisy sizes): each time the pair of least Ward cost ``w_i w_j / (w_i + w_j)
+    ||c_i - c_j||^2`` (weights: the noisy sizes, at least 1) becomes its weighted mean with the
+    summed size. Returns ``(centres (k, d), sizes (k,))``."""
+    C = np.asarray(centres, dtype=float).copy()
+    n = np.asarray(sizes).astype(np.int64).copy()
+    w = np.maximum(n, 1).astype(float)
+    while C.shape[0] > k:
+        d2 = ((C[:, None, :] - C[None, :, :]) ** 2).sum(axis=2)
+        cost = w[:, None] * w[None, :] / (w[:, None] + w[None, :]) * d2
+        np.fill_diagonal(cost, np.inf)
+        i, j = np.unravel_index(int(np.argmin(cost)), cost.shape)
+        C[i] = (w[i] * C[i] + w[j] * C[j]) / (w[i] + w[j])
+        w[i] += w[j]
+        n[i] += n[j]
+        C, w, n = np.delete(C, j, axis=0), np.delete(w, j), np.delete(n, j)
+    return C, n
