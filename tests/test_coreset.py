@@ -201,10 +201,11 @@ def test_ward_merge_joins_the_closest_centres_first():
     pair of least Ward cost becomes its weighted mean, with the summed size."""
     C = np.array([[0.0, 0.0], [0.1, 0.0], [10.0, 0.0], [20.0, 0.0]])
     sizes = np.array([300, 100, 50, 50])
-    merged, n = ward_merge(C, sizes, 3)
+    merged, n, var = ward_merge(C, sizes, 3, np.array([1.0, 4.0, 2.0, 2.0]))
     assert merged.shape == (3, 2) and n.tolist() == [400, 50, 50]
     np.testing.assert_allclose(merged[0], [0.025, 0.0])
-    merged, n = ward_merge(C, sizes, 2)
+    np.testing.assert_allclose(var, [(300**2 * 1 + 100**2 * 4) / 400**2, 2.0, 2.0])
+    merged, n, _ = ward_merge(C, sizes, 2)
     assert sorted(n.tolist()) == [100, 400]
 
 

@@ -212,7 +212,7 @@ class CoresetKMeans(PrivateClusterMixin):
     * Given k on Synth-100d (epsilon 0.5, public bounds, seeds 0-2): k-means with exactly 64
       clusters on the projected coreset (75-83 points, some clusters split over two leaves)
       merged distinct clusters, 59-181x non-private KMeans' cost; 1.15k clusters merged down
-      to k by Ward's cost after the recovery: 6-23x, ARI 1.000 (1.3k: 19-100x; merged after
+      to k by Ward's cost after the recovery: 11-32x, ARI 1.000 (1.3k: 19-100x; merged after
       the Lloyd steps instead: 76-182x).
     * Uniform budget over 7 tree levels: budgets growing 1.5x per level starved the top
       levels (Synth-10d: 14 leaves, k = 8-12, ARI 0.17).
@@ -509,8 +509,7 @@ class CoresetKMeans(PrivateClusterMixin):
             var = centre_variance(np.full(R.shape[0], rho), R_sizes, first.epsilon, first.rho,
                                   d)
             if k_user is not None and R.shape[0] > k_user:
-                R, R_sizes = ward_merge(R, R_sizes, k_user)
-                var = centre_variance(np.full(k_user, rho), R_sizes, first.epsilon, first.rho, d)
+                R, R_sizes, var = ward_merge(R, R_sizes, k_user, var)
             centres, sizes, history = self._wide_lloyd(engine, mech, space, R, R_sizes, var,
                                                        steps[1:], step)
             return centres.shape[0], centres, ks, sizes, history

@@ -81,21 +81,25 @@ def silhouette_sum(Y, centres) -> float:
     return total / SCORE_UNITS
 
 
-def ward_merge(centres, sizes, k: int):
+def ward_merge(centres, sizes, k: int, var=None):
     """Merge the closest centres until ``k`` are left (post-processing of released centres
     and noisy sizes): each time the pair of least Ward cost ``w_i w_j / (w_i + w_j)
     ||c_i - c_j||^2`` (weights: the noisy sizes, at least 1) becomes its weighted mean with the
-    summed size. Returns ``(centres (k, d), sizes (k,))``."""
+    summed size. ``var``: the centres' noise variances, combined as those of the weighted
+    mean (``sum w_i^2 var_i / (sum w_i)^2``). Returns ``(centres (k, d), sizes (k,), var)``."""
     C = np.asarray(centres, dtype=float).copy()
     n = np.asarray(sizes).astype(np.int64).copy()
     w = np.maximum(n, 1).astype(float)
+    v = np.zeros(n.size) if var is None else np.asarray(var, dtype=float).copy()
     while C.shape[0] > k:
         d2 = ((C[:, None, :] - C[None, :, :]) ** 2).sum(axis=2)
         cost = w[:, None] * w[None, :] / (w[:, None] + w[None, :]) * d2
         np.fill_diagonal(cost, np.inf)
         i, j = np.unravel_index(int(np.argmin(cost)), cost.shape)
         C[i] = (w[i] * C[i] + w[j] * C[j]) / (w[i] + w[j])
+        v[i] = (w[i] ** 2 * v[i] + w[j] ** 2 * v[j]) / (w[i] + w[j]) ** 2
         w[i] += w[j]
         n[i] += n[j]
-        C, w, n = np.delete(C, j, axis=0), np.delete(w, j), np.delete(n, j)
-    return C, n
+        C, w, n, v = (np.delete(C, j, axis=0), np.delete(w, j), np.delete(n, j),
+                      np.delete(v, j))
+    return C, n, v
