@@ -503,7 +503,8 @@ BAD = [
         "unknown algorithm 'kmeans'; available: " + ", ".join(cli.ALGORITHMS),  # the registry
     ),
     (
-        ["cluster", "{d}/ok.csv", "--epsilon", "1", "--bounds", "0", "9", "--max-depth", "40"],
+        ["cluster", "{d}/ok.csv", "--epsilon", "1", "--bounds", "0", "9", "--algorithm", "dpm",
+         "--max-depth", "40"],
         "--max-depth 40 allows 2^40 clusters",
     ),
     (
@@ -538,7 +539,7 @@ def test_user_mistakes(argv, expected, bad_files, capsys):
 #: Options that do not fit the algorithm: after "cluster ok.csv --epsilon 1 --bounds 0 9".
 BAD_OPTIONS = [
     (
-        "--n-clusters 3",
+        "--algorithm dpm --n-clusters 3",
         "--n-clusters does not apply to --algorithm dpm; it is an option of lloyd, "
         "kmeans-guarantee, subclustering, ",  # ... and every other estimator that takes k
     ),
@@ -756,3 +757,16 @@ def test_a_long_stage_says_so_when_not_on_a_terminal(capsys):
     log.close()
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["privclust: fitting DPGaussianMixture: done in 42.0 s"]
+
+
+def test_default_algorithm_finds_k_itself(csv_file, capsys):
+    """Without --algorithm, `cluster` runs CoresetKMeans (no k, private bounds); with the
+    Dask engine, whose data CoresetKMeans cannot read, DPM."""
+    rc = cli.main(["cluster", str(csv_file), "--epsilon", "1", "--bounds", "private",
+                   "--seed", "0"])
+    out = capsys.readouterr().out
+    assert rc == 0 and "Privacy report for CoresetKMeans" in out and "clusters found:" in out
+    base = ["cluster", str(csv_file), "--epsilon", "1", "--bounds=0,1"]
+    parse = cli.build_parser().parse_args
+    assert cli._check_algorithm(parse(base))[0] == "coreset"
+    assert cli._check_algorithm(parse([*base, "--engine", "dask"]))[0] == "dpm"

@@ -229,3 +229,15 @@ def test_given_k_beyond_the_coreset_copies_its_heaviest_points():
     start = model.centers_history_[0]
     near = np.min(np.linalg.norm(start[:, None] - np.array([[-5, -5], [5, 5]]), axis=2), axis=1)
     assert near.max() < 10.0  # uniform draws in the box would land ~50 away
+
+
+def test_a_tree_without_cells_passes_its_rho_on():
+    """One record: the tree releases no cell, so the coreset step does not run; its share of
+    the sums' zCDP block goes to the Lloyd step and the ledger still adds up to the plan."""
+    model = _fit(np.array([[0.27392337]]), epsilon=1.0, bounds=(-2.0, 2.0), delta=None)
+    report = model.privacy_report_
+    sums = [r for r in report.releases if r.target.startswith("cluster sums")]
+    assert [r.target for r in sums] == ["cluster sums, Lloyd step 1"]
+    plan = {line["item"]: line for line in report.plan}
+    assert sums[0].rho == pytest.approx(plan["cluster sums, every step"]["rho"], rel=1e-12)
+    assert report.total().epsilon <= 1.0  # the choice of k is left unspent: one centre

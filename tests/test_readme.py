@@ -20,7 +20,7 @@ def test_readme_example_runs_as_written(capsys):
     model = namespace["model"]
     assert 56 <= model.n_clusters_ <= 72
     assert model.predict(namespace["X_new"]).shape == (5,)
-    assert "Privacy report for DPM" in capsys.readouterr().out
+    assert "Privacy report for CoresetKMeans" in capsys.readouterr().out
 
 
 def test_every_python_block_of_the_readme_runs():

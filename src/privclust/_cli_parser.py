@@ -211,9 +211,10 @@ def _add_cluster_parser(sub, run) -> None:
     p.add_argument("input", metavar="INPUT", help="data file: .csv/.tsv, .npy, .npz, .parquet")
     p.add_argument(
         "--algorithm",
-        default="dpm",
+        default=None,
         metavar="NAME",
-        help=f"clustering algorithm: {', '.join(ALGORITHMS)} (default: dpm; see the list below)",
+        help=f"clustering algorithm: {', '.join(ALGORITHMS)} (default: coreset, which finds the "
+        "number of clusters itself; dpm with --engine dask; see the list below)",
     )
     _add_budget_options(p)
     _add_algorithm_options(p)
@@ -257,9 +258,9 @@ def _add_plan_parser(sub, run) -> None:
     )
     p.add_argument(
         "--algorithm",
-        default="dpm",
+        default="coreset",
         metavar="NAME",
-        help=f"clustering algorithm: {', '.join(ALGORITHMS)} (default: dpm)",
+        help=f"clustering algorithm: {', '.join(ALGORITHMS)} (default: coreset)",
     )
     _add_budget_options(p, private_bounds=False)
     _add_algorithm_options(p)

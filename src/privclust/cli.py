@@ -2,6 +2,7 @@
 
 ::
 
+    privclust cluster data.csv --epsilon 1 --bounds private --out model.json
     privclust cluster data.csv --algorithm dpm --epsilon 1 --bounds -100 100 --out model.json
     privclust cluster data.csv --algorithm dbscan --radius 0.5 --epsilon 1 --bounds -3 3
     privclust cluster data.csv --algorithm morse --base lloyd --n-components 12 --n-clusters 4 ...
@@ -205,6 +206,8 @@ def _check_algorithm(args) -> tuple[str, registry.Entry]:
     The options of all algorithms share one parser (so ``--help`` lists them together); an
     option given to an algorithm that ignores it would silently do nothing, so it is an error.
     """
+    if args.algorithm is None:  # CoresetKMeans runs in memory; DPM scales out
+        args.algorithm = "dpm" if getattr(args, "engine", "numpy") == "dask" else "coreset"
     name = args.algorithm.lower()
     if name not in ALGORITHMS:
         raise ValueError(
@@ -558,7 +561,7 @@ def _in_cli_words(message: str, args=None) -> str:
     for python, cli_words in _CLI_WORDS:
         message = message.replace(python, cli_words)
     flags = dict(_FLAG_OF)
-    if args is not None and getattr(args, "algorithm", "").lower() == "morse":
+    if args is not None and (getattr(args, "algorithm", None) or "").lower() == "morse":
         base = ALGORITHMS[args.base or registry.MORSE_DEFAULT_BASE].morse_base.size_param
         if base == "n_clusters" and args.n_components != args.n_clusters:
             # the base's n_clusters is set by --n-components: name it by its value

@@ -522,10 +522,24 @@ class CoresetKMeans(PrivateClusterMixin):
                 R_spread = None if R_spread is None else R_spread[keep]
             k, centres, ks = self._choose(engine.X, space.bounds, R, R_sizes, *choice, gen,
                                           mech)
+            if points.shape[0] == 0:  # no coreset step ran: its share of the sums' block
+                steps = self._pass_on_rho(mech, steps)
         step()
         centres, sizes, history = self._final(engine, mech, space, centres, R, R_sizes,
                                               R_spread, steps[1:], rho, step)
         return centres.shape[0], centres, ks, sizes, history
+
+    @staticmethod
+    def _pass_on_rho(mech, steps):
+        """The first step released nothing: its rho goes to the next step (a partly spent zCDP
+        block would leave epsilon that no line states); with no next step the block is left
+        unspent whole."""
+        if steps[0].rho <= 0:
+            return steps
+        if len(steps) == 1:
+            mech.plan.leave_unspent(_ITEM_SUMS, "the tree released no cell")
+            return steps
+        return [steps[0], steps[1]._replace(rho=steps[1].rho + steps[0].rho), *steps[2:]]
 
     @staticmethod
     def _record_count(engine, mech, plan, epsilon) -> int:
