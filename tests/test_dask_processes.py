@@ -85,3 +85,36 @@ def test_estimators_release_the_same_on_processes(on_processes, make):
         if hasattr(a, name):
             np.testing.assert_array_equal(np.asarray(getattr(a, name)),
                                           np.asarray(getattr(b, name)), err_msg=name)
+
+
+def test_pending_groupings_are_applied_once_on_processes(on_processes):
+    """A pending grouping read only through one derived from it (DPM reads a level's children
+    through their left halves) gets its groups from that pass; later regroupings of it, and
+    one derived from it before that pass, start from those groups: the NumPy engine's groups,
+    and no chain of regroupings since the root applied again."""
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(500, 3)) * 2.0
+    b = np.tile([-6.0, 6.0], (3, 1))
+    L, D = LocalEngine(X, b), DaskEngine(da.from_array(X, chunks=((200, 300), 3)), b)
+    applied, apply_chain = [], D._apply_chain
+
+    def spy(base, ops, keep=None):
+        applied.append((len(ops), keep))
+        return apply_chain(base, ops, keep)
+
+    D._apply_chain = spy
+    out = []
+    for E in (L, D):
+        children = E.regroup(E.root(), [0], [0.1], [0], [1], 2)
+        left = E.regroup(children, [-1, -1], [0.0, 0.0], [0, -1], [0, -1], 1)
+        other = E.regroup(children, [1, -1], [0.5, 0.0], [0, 1], [1, 1], 2)
+        hist = E.axis_histogram(left, np.full(3, -6.0), np.full(3, 0.5), 24)
+        if E is D:  # the children came with their left halves; the others start from them
+            assert children.group is not None and len(other._ops) == 2
+        relabel = E.regroup(children, [-1, -1], [0.0, 0.0], [1, 0], [1, 0], 2)
+        if E is D:
+            assert relabel._base is children and len(relabel._ops) == 1
+        out.append((hist, E.count(relabel), E.count(other), E.count(children)))
+    for a, c in zip(*out, strict=True):
+        np.testing.assert_array_equal(a, c)
+    assert applied == [(2, 1), (1, None), (1, None)]  # left (keeping children), relabel, other

@@ -10,8 +10,10 @@ import math
 import numpy as np
 from scipy.spatial import cKDTree
 
+from .._geometry import _BLOCK_ELEMENTS, nearest_centres
+from .._parallel import on_cores
 from ..privacy import Mechanisms
-from ._base import nearest_centre
+from ._base import is_dask_input, nearest_centre
 
 SU_RHO = 0.225  # Su et al.'s coordinate constant rho (the value diffprivlib also uses)
 SU_MAX_ITER = 7  # Su et al.: at most 7 iterations ...
@@ -180,10 +182,32 @@ def _nearest_labels(X, centres) -> np.ndarray:
 
 def final_cost_and_labels(X, bounds, centres):
     """Labels of X (nearest centre: post-processing of the model) and the exact k-means cost of
-    the clipped records at ``centres`` (the data holder's diagnostic), from one assignment."""
-    Xc = np.clip(X, bounds[:, 0], bounds[:, 1])
-    labels = _nearest_labels(Xc, centres)  # as predict: the point as the fit saw it (clipped)
-    return labels, float(((Xc - centres[labels]) ** 2).sum())
+    the clipped records at ``centres`` (the data holder's diagnostic), from one assignment.
+
+    Chunk by chunk in one (n, d) buffer, on the cores: each chunk is clipped into the buffer,
+    labelled (split at blocks of :func:`nearest_centres`, so the same labels) and replaced by
+    its squared differences; one sum over the whole buffer then adds them in the same order
+    as a sum of the (n, d) array of squares would."""
+    if is_dask_input(X):
+        Xc = np.clip(X, bounds[:, 0], bounds[:, 1])
+        labels = _nearest_labels(Xc, centres)  # as predict: the point as the fit saw it
+        return labels, float(((Xc - centres[labels]) ** 2).sum())
+    n = X.shape[0]
+    k = centres.shape[0]
+    buf = np.empty(X.shape, dtype=np.result_type(X.dtype, bounds.dtype))
+    labels = np.empty(n, dtype=np.int64)
+    block = max(1, _BLOCK_ELEMENTS // max(k, 1))  # nearest_centres' rows per block
+    rows = block * max(1, (1 << 18) // (block * max(X.shape[1], 1)))  # ~2 MB of X a chunk
+
+    def fill(start):
+        sl = slice(start, min(n, start + rows))
+        xc = np.clip(X[sl], bounds[:, 0], bounds[:, 1], out=buf[sl])
+        labels[sl] = nearest_centres(xc, centres)
+        np.subtract(xc, centres[labels[sl]], out=xc)
+        np.square(xc, out=xc)
+
+    on_cores(fill, range(0, n, rows), min_chunks=2, one_blas_thread=True)
+    return labels, float(buf.sum())
 
 
 

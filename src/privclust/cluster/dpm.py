@@ -14,11 +14,15 @@ from functools import lru_cache
 import numpy as np
 from scipy import integrate, optimize
 
+from .._geometry import _BLOCK_ELEMENTS
+from .._parallel import N_THREADS, on_cores
+from ..engine.local import LocalEngine
 from ..privacy import Mechanisms, count_offset, public_offsets, resolve_random_state
 from ._base import (
     PrivateClusterMixin,
     check_delta,
     check_epsilon,
+    is_dask_input,
     nearest_centre,
 )
 from ._tree import SplitTree
@@ -395,7 +399,7 @@ class DPM(PrivateClusterMixin):
         self.privacy_report_ = report
         del engine, mech  # release the clipped copy before labelling
         # Post-processing: the private model applied to the training data.
-        self.labels_ = nearest_centre(X, centres)
+        self.labels_ = _nearest_labels(X, centres)
         return self
 
     @staticmethod
@@ -480,7 +484,8 @@ class DPM(PrivateClusterMixin):
         )
         if k >= 0:
             res[rounded] = np.minimum(steps[k], width[rounded] / 2)
-        return res, (gaps if not (res > 0).any() else None)
+        # kept for the dithered pass where the engine can redo only the dithered columns
+        return res, (gaps if not (res > 0).any() or isinstance(engine, LocalEngine) else None)
 
     def _interval_size(self, engine, mech, n_hat0, sigmas, width, adaptive=False,
                        resolution=None, gaps=None):
@@ -499,7 +504,9 @@ class DPM(PrivateClusterMixin):
         eps_int = mech.plan.item(item).epsilon
         res = np.zeros(d) if resolution is None else resolution
         dither = (res, public_offsets(mech.rng)) if (res > 0).any() else None
-        if dither is not None or gaps is None:
+        if dither is not None and gaps is not None:  # the NumPy engine (see _resolution)
+            gaps = engine.neighbour_gaps(dither=dither, undithered=gaps)
+        elif dither is not None or gaps is None:
             gaps = engine.neighbour_gaps(dither=dither)
         gaps = gaps.T  # (d, n-1) float32, C-contiguous, ours to modify
         gaps /= width.astype(gaps.dtype)[:, None]  # fractions of each public range
@@ -700,6 +707,24 @@ def _leaf_order(tree: SplitTree, depth: int) -> list:
             nxt += [node] if tree.is_leaf(node) else [tree.left[node], tree.right[node]]
         frontier = nxt
     return frontier
+
+
+def _nearest_labels(X, centres) -> np.ndarray:
+    """``nearest_centre(X, centres)``, half the rows on each core: split at a block boundary of
+    :func:`~privclust._geometry.nearest_centres`, so every block, and every label, is the same
+    as in one call."""
+    rows = max(1, _BLOCK_ELEMENTS // max(centres.shape[0], 1))
+    n_blocks = 0 if is_dask_input(X) or not centres.shape[0] else -(-X.shape[0] // rows)
+    if n_blocks < 2 * N_THREADS:
+        return nearest_centre(X, centres)
+    labels = np.empty(X.shape[0], dtype=np.int64)
+    per = -(-n_blocks // N_THREADS) * rows
+
+    def fill(start):
+        labels[start : start + per] = nearest_centre(X[start : start + per], centres)
+
+    on_cores(fill, range(0, X.shape[0], per), min_chunks=2, one_blas_thread=True)
+    return labels
 
 
 def _split_table(active, rows, feat, thr):

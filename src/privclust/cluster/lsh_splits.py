@@ -341,6 +341,9 @@ class LSHSplits(PrivateClusterMixin):
         level counted."""
         normals = directions / half  # u . r <= c . r  <=>  x . (r / half) <= offset
         offsets = normals @ mid + directions @ centre_u
+        prepare = getattr(engine, "prepare_oblique", None)
+        if prepare is not None:  # every level's sides from one pass over the data
+            prepare(normals, offsets)
         grouping = engine.root()
         weights: list[np.ndarray] = []
         n_done = 0

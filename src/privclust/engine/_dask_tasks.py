@@ -65,12 +65,16 @@ def on_block(proto, method, x, g, n_groups, args, kwargs):
     return np.asarray(out, dtype=np.int64) if out.dtype.kind in "iu" else out
 
 
-def regroup_chain(proto, ops, x, g):
+def regroup_chain(proto, ops, x, g, keep=None):
     """The chunk's group labels after the regroupings ``ops`` ((method, args, n_groups of
-    its input) each), applied in order by the NumPy engine's code."""
-    for method, args, n_groups in ops:
+    its input) each), applied in order by the NumPy engine's code; with ``keep``, also the
+    labels after the first ``keep`` of them, as a (2, rows) array (one pass for both)."""
+    kept = g if keep == 0 else None
+    for i, (method, args, n_groups) in enumerate(ops, 1):
         g = on_block(proto, method, x, g, n_groups, args, {})
-    return g
+        if i == keep:
+            kept = g
+    return g if keep is None else np.stack([kept, g])
 
 
 def bins_block(x, proto, lo, width, n_bins):
@@ -88,8 +92,21 @@ def histogram_block(proto, x, bins, key, g, n_groups, lo, width, n_bins):
     return eng.axis_histogram(LocalGrouping(g, n_groups), lo, width, n_bins)
 
 
+def clip(x, lo, hi):
+    """The chunk clipped to ``[lo, hi]`` (``np.clip``), or the chunk itself when no value lies
+    outside and it has the bounds' type: the same values without a copy of the chunk (as the
+    NumPy engine keeps its input)."""
+    if x.dtype == lo.dtype and not outside(x, lo, hi)[0]:
+        return x
+    return np.clip(x, lo, hi)
+
+
 def outside(x, lo, hi):
-    return np.array([records_outside(x, lo, hi)], dtype=np.int64)
+    """Rows of the chunk with a value outside ``[lo, hi]``, counted in cache-sized steps (the
+    column reductions of a whole chunk would each read all of it)."""
+    step = max(1, _KEY_ROWS // max(x.shape[1], 1))
+    return np.array([sum(records_outside(x[i : i + step], lo, hi)
+                         for i in range(0, x.shape[0], step))], dtype=np.int64)
 
 
 def bucket(v, lo, inv_width, n_buckets):
@@ -130,11 +147,14 @@ def split_block(x, lo, inv_width, n_buckets, lut, n_parts, g=None, per_group=0, 
         if n_parts == 1:
             out.append(key if g is None else (key, gk))
             continue
-        part = lut[j][b]
-        order = np.argsort(part, kind="stable")
-        edges = np.searchsorted(part[order], np.arange(n_parts + 1))
-        for p in range(n_parts):
-            rows = order[edges[p] : edges[p + 1]]
+        part = lut[j].astype(np.min_scalar_type(n_parts))[b]  # 8 or 16 bits: a radix sort
+        if n_parts <= 8:  # a mask per partition: its rows in order, as the stable sort's
+            pieces = [np.flatnonzero(part == p) for p in range(n_parts)]
+        else:
+            order = np.argsort(part, kind="stable")
+            edges = np.searchsorted(part[order], np.arange(n_parts + 1))
+            pieces = [order[a:z] for a, z in zip(edges[:-1], edges[1:], strict=True)]
+        for rows in pieces:
             out.append(key[rows] if g is None else (key[rows], gk[rows]))
     return out
 

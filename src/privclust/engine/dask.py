@@ -256,11 +256,13 @@ class DaskGrouping(Grouping):
     round trip, no task and no scheduler hop per link).
     """
 
-    def __init__(self, group, n_groups: int, *, base=None, ops=(), engine=None):
+    def __init__(self, group, n_groups: int, *, base=None, ops=(), engine=None, parent=None):
         self.group = group  # None while pending
         self.n_groups = int(n_groups)
         self._base, self._ops, self._engine = base, tuple(ops), engine
         self._blocks = None
+        # the pending grouping this one extends (weakly: only while the caller holds it)
+        self._parent = None if parent is None else weakref.ref(parent)
 
     def then(self, engine, method: str, args: tuple, n_groups: int) -> DaskGrouping:
         """This grouping regrouped by ``LocalEngine.method(..., *args)``, pending."""
@@ -269,17 +271,33 @@ class DaskGrouping(Grouping):
         else:
             base, ops = self, ()
         return DaskGrouping(None, n_groups, base=base,
-                            ops=(*ops, (method, args, self.n_groups)), engine=engine)
+                            ops=(*ops, (method, args, self.n_groups)), engine=engine,
+                            parent=self if self.group is None else None)
 
     @property
     def blocks(self) -> list:
         """The persisted chunks of ``group``, as delayed objects (applied on first use)."""
         if self._blocks is None:
             if self.group is None:
-                self.group = self._engine._apply_chain(self._base, self._ops)
-                self._base, self._ops, self._engine = None, (), None
+                self._apply()
             self._blocks = list(self.group.to_delayed())
         return self._blocks
+
+    def _apply(self) -> None:
+        """Apply the pending chain. A pending parent still in use (DPM reads a level's
+        children only through their left halves, then regroups the children again) gets its
+        groups from the same pass, else every later chain would redo all the regroupings
+        since the base; a parent applied since is the shorter chain's base."""
+        parent = None if self._parent is None else self._parent()
+        base, ops, engine = self._base, self._ops, self._engine
+        if parent is not None and parent.group is None and parent._base is base:
+            parent.group, self.group = engine._apply_chain(base, ops, keep=len(parent._ops))
+            parent._base, parent._ops, parent._engine = None, (), None
+        else:
+            if parent is not None and parent.group is not None:
+                base, ops = parent, ops[len(ops) - 1:]  # the link from the parent
+            self.group = engine._apply_chain(base, ops)
+        self._base, self._ops, self._engine, self._parent = None, (), None, None
 
 
 class DaskEngine(Engine):
@@ -322,7 +340,7 @@ class DaskEngine(Engine):
             dtype = raw.dtype if raw.dtype in (np.float32, np.float64) else np.dtype(np.float64)
             lo = self.bounds[:, 0].astype(dtype)
             hi = self.bounds[:, 1].astype(dtype)
-            clipped = raw.map_blocks(np.clip, lo, hi, dtype=dtype)
+            clipped = raw.map_blocks(tasks.clip, lo, hi, dtype=dtype)
         else:  # (transform, dtype, lo, hi): a public map applied before the engine's clip
             fn, dtype, lo, hi = _transform
             clipped = raw.map_blocks(fn, dtype=dtype)
@@ -360,11 +378,19 @@ class DaskEngine(Engine):
     def _regroup(self, method, grouping, args, n_groups):
         return grouping.then(self, method, args, n_groups)
 
-    def _apply_chain(self, base, ops):
-        """``base``'s groups regrouped by ``ops`` in one task per chunk, persisted."""
-        g = da.blockwise(tasks.regroup_chain, "i", self._proto, None, ops, None, self.X, "ij",
-                         base.group, "i", dtype=np.int32, concatenate=True)
-        return self._client.persist(g, retries=self.retries)
+    def _apply_chain(self, base, ops, keep=None):
+        """``base``'s groups regrouped by ``ops`` in one task per chunk, persisted; with
+        ``keep``, also the groups after the first ``keep`` ops, from the same tasks:
+        ``(kept, final)``."""
+        if keep is None:
+            g = da.blockwise(tasks.regroup_chain, "i", self._proto, None, ops, None, self.X,
+                             "ij", base.group, "i", dtype=np.int32, concatenate=True)
+            return self._client.persist(g, retries=self.retries)
+        both = self._client.persist(da.blockwise(
+            tasks.regroup_chain, "ki", self._proto, None, ops, None, self.X, "ij", base.group,
+            "i", keep, None, new_axes={"k": 2}, dtype=np.int32, concatenate=True),
+            retries=self.retries)
+        return tuple(self._client.persist([both[0], both[1]], retries=self.retries))
 
     # groupings -------------------------------------------------------------------------
     def root(self) -> DaskGrouping:
@@ -486,28 +512,41 @@ class DaskEngine(Engine):
     def _sort_pass(self, blocks, lo, inv_width, n_values, n_cols, groups=None, span=None):
         """Sort every column of ``blocks`` across chunks; the per-partition results in column
         order (``n_parts`` per column) and ``n_parts``."""
+        hist, plan = self._sort_hist(blocks, lo, inv_width, n_values, groups)
+        if hist is not None:
+            hist = self._compute(hist)[0]
+        return self._compute(*self._sort_parts(blocks, lo, inv_width, plan, hist, n_cols,
+                                               groups, span)), plan[0]
+
+    def _sort_hist(self, blocks, lo, inv_width, n_values, groups=None):
+        """A sort pass's bucket counts, delayed (None for one partition per column), and its
+        ``(n_parts, n_buckets, per_group)``."""
         n_parts = max(1, -(-n_values // _PART_VALUES))
-        n_buckets, per_group, lut = 1, 0, None
+        n_buckets, per_group, hist = 1, 0, None
         gblocks = groups.blocks if groups is not None else [None] * len(blocks)
         if groups is not None:
             per_group = max(1, -(-256 * n_parts // max(groups.n_groups, 1)))
             n_buckets = per_group * groups.n_groups
         if n_parts > 1:
             n_buckets = n_buckets if groups is not None else 256 * n_parts
-            hist = self._compute(tasks.tree([
+            hist = tasks.tree([
                 delayed(tasks.bucket_hist)(x, lo, inv_width, n_buckets, g, per_group)
-                for x, g in zip(blocks, gblocks, strict=True)]))[0]
-            lut = tasks.partition_lut(hist, n_parts)
+                for x, g in zip(blocks, gblocks, strict=True)])
+        return hist, (n_parts, n_buckets, per_group)
+
+    def _sort_parts(self, blocks, lo, inv_width, plan, hist, n_cols, groups=None, span=None):
+        """A sort pass's sorted partitions, delayed, from its bucket counts ``hist``."""
+        n_parts, n_buckets, per_group = plan
+        lut = None if hist is None else tasks.partition_lut(hist, n_parts)
+        gblocks = groups.blocks if groups is not None else [None] * len(blocks)
         splits = [delayed(tasks.split_block, nout=n_cols * n_parts)(
             x, lo, inv_width, n_buckets, lut, n_parts, g, per_group, span)
             for x, g in zip(blocks, gblocks, strict=True)]
         if groups is None:
-            parts = [delayed(tasks.sort_part)(*[s[k] for s in splits])
-                     for k in range(n_cols * n_parts)]
-        else:
-            parts = [delayed(tasks.sort_group_part)(span[k // n_parts], *[s[k] for s in splits])
-                     for k in range(n_cols * n_parts)]
-        return self._compute(*parts), n_parts
+            return [delayed(tasks.sort_part)(*[s[k] for s in splits])
+                    for k in range(n_cols * n_parts)]
+        return [delayed(tasks.sort_group_part)(span[k // n_parts], *[s[k] for s in splits])
+                for k in range(n_cols * n_parts)]
 
     def neighbour_gaps(self, dtype=np.float32, dither=None) -> np.ndarray:
         """Gaps per dimension, (n-1, d), in ``dtype``: equal to the NumPy engine's, in the same
@@ -517,7 +556,6 @@ class DaskEngine(Engine):
         gaps = np.empty((d, max(n - 1, 0)), dtype=dtype)
         if n == 0:
             return gaps.T
-        rows = self.X.chunks[0]
         batch = max(1, _BATCH_VALUES // n)
         if n <= _PART_VALUES:  # a few tasks sort whole columns, dithered or not
             offsets = {}  # drawn here, in the NumPy engine's order: one call per dithered column
@@ -534,27 +572,48 @@ class DaskEngine(Engine):
             for c, r in zip(groups, res, strict=True):
                 gaps[c] = r
             return gaps.T
-        edges = np.cumsum((0, *rows))
-        for start in range(0, d, batch):
-            js = np.arange(start, min(d, start + batch))
-            offs, pad = [[] for _ in rows], []
-            for j in js:  # drawn here, in the NumPy engine's order; each chunk's part scattered
-                w = dither[0][j] if dither is not None and dither[0][j] > 0 else 0.0
-                v = w * np.asarray(dither[1](n)) if w else None
-                for b, part in enumerate(offs):
-                    part.append(None if v is None else
-                                self._client.scatter(v[edges[b] : edges[b + 1]]))
-                pad.append(abs(w))
-            lo = self.bounds[js, 0] - np.asarray(pad)
-            inv_width = 1.0 / (self.bounds[js, 1] - self.bounds[js, 0] + 2 * np.asarray(pad))
-            blocks = [delayed(tasks.gap_block)(x, js, dtype, off)  # one task per chunk
-                      for x, off in zip(self._xblocks, offs, strict=True)]
-            res, n_parts = self._sort_pass(blocks, lo,
-                                           inv_width * 256 * max(1, -(-n // _PART_VALUES)),
-                                           n, js.size)
-            for i, j in enumerate(js):
-                tasks.stitch(res[i * n_parts : (i + 1) * n_parts], gaps[j])
+        starts = list(range(0, d, batch))
+        # pipelined: a batch's bucket counts are computed while the batch before it is split,
+        # sorted, gathered and stitched (one wait per batch instead of two)
+        nxt = self._gap_batch(starts[0], batch, dither, dtype)
+        for i in range(len(starts)):
+            js, blocks, lo, inv_width, hist, plan = nxt
+            hist = None if hist is None else hist.result()
+            parts = self._client.compute(
+                self._sort_parts(blocks, lo, inv_width, plan, hist, js.size),
+                retries=self.retries)
+            if i + 1 < len(starts):
+                nxt = self._gap_batch(starts[i + 1], batch, dither, dtype)
+            res, n_parts = self._client.gather(parts), plan[0]
+            for k, j in enumerate(js):
+                tasks.stitch(res[k * n_parts : (k + 1) * n_parts], gaps[j])
         return gaps.T
+
+    def _gap_batch(self, start, batch, dither, dtype):
+        """One batch of :meth:`neighbour_gaps`' features: its dither offsets drawn (here, in
+        the NumPy engine's order) and each chunk's part scattered, the chunks' delayed blocks,
+        and its bucket counts submitted: ``(js, blocks, lo, inv_width, hist future, plan)``."""
+        n, d = self.X.shape
+        edges = np.cumsum((0, *self.X.chunks[0]))
+        js = np.arange(start, min(d, start + batch))
+        offs, pad = [[] for _ in self.X.chunks[0]], []
+        for j in js:
+            w = dither[0][j] if dither is not None and dither[0][j] > 0 else 0.0
+            v = w * np.asarray(dither[1](n)) if w else None
+            for b, part in enumerate(offs):
+                part.append(None if v is None else
+                            self._client.scatter(v[edges[b] : edges[b + 1]]))
+            pad.append(abs(w))
+        lo = self.bounds[js, 0] - np.asarray(pad)
+        inv_width = 1.0 / (self.bounds[js, 1] - self.bounds[js, 0] + 2 * np.asarray(pad))
+        inv_width = inv_width * 256 * max(1, -(-n // _PART_VALUES))  # as it always was
+        # one task per chunk, kept on its worker: the bucket count and the split both read it
+        blocks = self._client.persist([delayed(tasks.gap_block)(x, js, dtype, off)
+                                       for x, off in zip(self._xblocks, offs, strict=True)],
+                                      retries=self.retries)
+        hist, plan = self._sort_hist(blocks, lo, inv_width, n)
+        fut = None if hist is None else self._client.compute(hist, retries=self.retries)
+        return js, blocks, lo, inv_width, fut, plan
 
     def group_neighbour_gaps(self, grouping):
         """Per group and dimension, the gaps between consecutive sorted values of the group's

@@ -9,6 +9,8 @@ from __future__ import annotations
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
+from functools import partial
+from itertools import compress
 
 import numpy as np
 
@@ -19,7 +21,7 @@ from .._geometry import (
     rows_outside,
     single_threaded_blas,
 )
-from .._parallel import N_THREADS
+from .._parallel import N_THREADS, on_cores, on_cores_per_thread
 from .._parallel import each_chunk as _each_chunk
 from ._exact import (
     MAX_CHUNK_VALUES,
@@ -33,6 +35,7 @@ from ._exact import (
     group_sums,
     moment_parts,
     row_group_sums,
+    scratch,
     sq_norm_parts,
 )
 from .base import AssignmentStats, Engine, Grouping, MostLikelyComponent, NearestCentre
@@ -74,28 +77,29 @@ class LocalEngine(Engine):
         dtype = X.dtype if X.dtype in (np.float32, np.float64) else np.float64
         lo = self.bounds[:, 0].astype(dtype)
         hi = self.bounds[:, 1].astype(dtype)
-        n = X.shape[0]
         step = max(1, _CHUNK_ELEMENTS // max(X.shape[1], 1))
-        outside = np.zeros(-(-n // step), dtype=np.int64)
+        chunks = [slice(i, i + step) for i in range(0, X.shape[0], step)]
+        outside = np.zeros(len(chunks), dtype=np.int64)
 
-        def count_outside(i):
-            x = X[i * step : (i + 1) * step]
-            outside[i] = records_outside(x, lo, hi)
+        def count_outside(i):  # whole-chunk comparisons: 2x faster than column by column
+            out = np.less(X[chunks[i]], lo, out=scratch("outside", X[chunks[i]].shape, bool))
+            out |= X[chunks[i]] > hi
+            outside[i] = np.count_nonzero(out.any(axis=1)) if out.any() else 0
 
-        _each_chunk(count_outside, range(outside.size), n)
+        on_cores(count_outside, range(len(chunks)))
         # Local diagnostic for the data holder; never part of a release.
         self.n_clipped_records = int(outside.sum())
-        self.X = (
-            np.clip(X, lo, hi, dtype=dtype)
-            if self.n_clipped_records
-            else np.array(X, dtype=dtype, copy=X.dtype != dtype)
-        )
+        self.X = np.array(X, dtype=dtype, copy=X.dtype != dtype) if not \
+            self.n_clipped_records else np.empty_like(X, dtype=dtype)  # np.clip's layout
+        if self.n_clipped_records:  # chunk by chunk on the cores: the values of one np.clip
+            on_cores(lambda sl: np.clip(X[sl], lo, hi, out=self.X[sl], dtype=dtype), chunks)
         self._bins_cache: tuple | None = None
         self._grid: BoxGrid | None = None  # the exact-sum grid (public: from the bounds)
         # (centres, labels) of the last nearest-centre assignment: iterative k-means queries ask
         # several questions of the same centres in one iteration, and the assignment is the
         # expensive part (n x k distances)
         self._labels_cache: tuple | None = None
+        self._oblique: tuple | None = None  # hyperplanes' sides from prepare_oblique
 
     @property
     def n_records(self) -> int:
@@ -154,34 +158,59 @@ class LocalEngine(Engine):
         g = grouping.group
         if not split_t.any():  # pure relabel: no record needs a test
             return LocalGrouping(_unpark(g, left_t[np.maximum(g, -1)]), n_groups)
-        shared = normal.ndim == 1
+
         out = np.empty(g.shape, dtype=np.int32)
-
-        def route(sl):  # one chunk: writes out[sl] only
-            gs = g[sl]
-            target = _unpark(gs, left_t[np.maximum(gs, -1)])
-            rows = np.flatnonzero(split_t[np.maximum(gs, -1)])
-            if rows.size:
-                x = self.X[sl][rows].astype(float, copy=False)
-                gr = gs[rows]
-                proj = x @ normal if shared else np.einsum("ij,ij->i", x, normal[gr])
-                right_side = proj > offset_t[gr]
-                target[rows[right_side]] = right_t[gr[right_side]]
-            out[sl] = target
-
-        chunks = list(self._chunks())  # chunked: temporaries stay small whatever n is
-        # the same chunks, row subsets and products on threads (matmul and einsum release the
-        # GIL), BLAS pinned to one thread meanwhile; only from the main thread (a Dask task
-        # leaves the cores to its pool)
-        if (N_THREADS > 1 and len(chunks) >= 4
-                and threading.current_thread() is threading.main_thread()):
-            with single_threaded_blas(), ThreadPoolExecutor(N_THREADS) as pool:
-                for _ in pool.map(route, chunks):
-                    pass
-        else:
-            for sl in chunks:
-                route(sl)
+        route = partial(_oblique_targets, self.X, g, normal, offset_t, left_t, right_t, split_t,
+                        out)  # one chunk: writes out[sl] only
+        known = self._known_sides(normal, offset_t[:-1])
+        if known is None:  # chunked: small temporaries; the products release the GIL
+            on_cores(route, self._chunks(), min_chunks=4, one_blas_thread=True)
+        else:  # sides found by prepare_oblique: no pass over X
+            gi = np.maximum(g, -1)
+            out[...] = np.where(split_t[gi] & known[0], right_t[gi], left_t[gi])
+            _unpark(g, out)
+            for sl in compress(self._chunks(), known[1]):  # records near the hyperplane
+                route(sl)  # as without the hint
         return LocalGrouping(out, n_groups)
+
+    def prepare_oblique(self, normals, offsets) -> None:
+        """A hint that :meth:`regroup_oblique` will test the hyperplanes ``x . normals[l] <=
+        offsets[l]`` (one normal and offset a call, as LSHSplits' levels): every record's side
+        of all of them from one product over X. A chunk with a record within the rounding
+        error of a hyperplane is routed as without the hint (its side could depend on the
+        order of the sum), so every route is the same either way."""
+        normals = np.array(normals, dtype=float, ndmin=2)
+        offsets = np.asarray(offsets, dtype=float)
+        chunks = list(self._chunks())
+        # |fl(x . r) - x . r| <= d 2^-53 |x| |r| in any order of the sum (|x| within the
+        # public box): both sums together, with a margin
+        tol = 4.0 * (self.X.shape[1] + 2) * 2.0**-53 * np.sqrt(
+            (self.bounds**2).max(axis=1).sum() * (normals**2).sum(axis=1))
+        sides = np.empty((self.X.shape[0], -(-normals.shape[0] // 8)), dtype=np.uint8)
+        near = np.zeros((normals.shape[0], len(chunks)), dtype=bool)
+
+        def fill(c):
+            proj = self.X[chunks[c]].astype(float, copy=False) @ normals.T
+            proj -= offsets  # the sign of the rounded difference is the sign of the exact one
+            sides[chunks[c]] = np.packbits(proj > 0, axis=1, bitorder="little")
+            near[:, c] = (np.abs(proj) <= tol).any(axis=0)
+
+        on_cores(fill, range(len(chunks)), one_blas_thread=True)
+        self._oblique = (normals, offsets, sides, near)
+
+    def _known_sides(self, normal, offset):
+        """``(right side (n,) bool, chunks to route as without the hint)`` of the hyperplane
+        ``(normal, offset)`` from :meth:`prepare_oblique`; None when it was not prepared."""
+        if self._oblique is None or normal.ndim != 1 or not offset.size:
+            return None
+        normals, offsets, sides, near = self._oblique
+        if (offset != offset[0]).any():
+            return None
+        for lv in np.flatnonzero(offsets == offset[0]).tolist():
+            if np.array_equal(normals[lv], normal):
+                right = (sides[:, lv >> 3] >> np.uint8(lv & 7)) & np.uint8(1)
+                return right.view(bool), near[lv]
+        return None
 
     # aggregates ------------------------------------------------------------------------
     def count(self, grouping) -> np.ndarray:
@@ -196,10 +225,15 @@ class LocalEngine(Engine):
             return self._bins_cache[1]
         dtype = np.uint8 if n_bins <= 256 else (np.uint16 if n_bins <= 65536 else np.int32)
         bins = np.empty(self.X.shape, dtype=dtype)
-        for sl in self._chunks():
-            b = np.floor((self.X[sl] - lo) / width)
+
+        def fill(sl):  # in place in a scratch chunk, on the cores
+            b = np.subtract(self.X[sl], lo, out=scratch("bins", self.X[sl].shape))
+            b /= width
+            np.floor(b, out=b)
             np.clip(b, 0, n_bins - 1, out=b)
             bins[sl] = b
+
+        on_cores(fill, self._chunks())
         self._bins_cache = (key, bins)
         return bins
 
@@ -213,31 +247,28 @@ class LocalEngine(Engine):
         size = n_groups * d * n_bins
         per_group = lo.ndim == 2  # (n_groups, d) bins: computed per chunk, not cached
         bins = None if per_group else self._bins(lo, width, n_bins)
-        key_dtype = np.int32 if size < 2**31 else np.int64
-        offsets = (np.arange(d, dtype=key_dtype) * n_bins)[None, :]
-        # int32 counts when no bin can overflow: halves the (groups, d, bins) array
-        out = np.zeros(size, dtype=np.int32 if n < 2**31 else np.int64)
+        offsets = (np.arange(d, dtype=np.intp) * n_bins)[None, :]
         g = grouping.group
-        # chunks of at least as many (record, dimension) keys as there are bins: each chunk's
-        # bincount walks all the bins, so smaller chunks would cost more than their keys
-        for sl in self._chunks(max(_CHUNK_ELEMENTS, size)):
+
+        def add_chunk(acc, sl):  # one int64 histogram per thread
             gs = g[sl]
-            if per_group:
-                gc = np.maximum(gs, 0)
-                b = np.floor((self.X[sl] - lo[gc]) / width[gc])
-                np.clip(b, 0, n_bins - 1, out=b)
-                b = b.astype(key_dtype)
-            else:
-                b = bins[sl]
+            gc = np.maximum(gs, 0)
+            b = bins[sl] if not per_group else np.clip(
+                np.floor((self.X[sl] - lo[gc]) / width[gc]), 0, n_bins - 1).astype(np.intp)
             keep = gs >= 0
             if not keep.all():
                 if not keep.any():
-                    continue
+                    return
                 gs, b = gs[keep], b[keep]
-            keys = np.add(b, offsets, dtype=key_dtype)  # (dimension, bin) key in one pass
-            keys += (gs.astype(key_dtype) * (d * n_bins))[:, None]
-            out += np.bincount(keys.ravel(), minlength=size).astype(out.dtype, copy=False)
-        return out.reshape(n_groups, d, n_bins)
+            keys = np.add(b, offsets, out=scratch("histogram keys", b.shape, np.intp))
+            keys += (gs.astype(np.intp) * (d * n_bins))[:, None]  # (group, dimension, bin)
+            np.add.at(acc, keys.ravel(), 1)  # int64 counts, intp keys: 2x a bincount, no GIL
+
+        parts = on_cores_per_thread(lambda: np.zeros(size, dtype=np.int64), add_chunk,
+                                    self._chunks())
+        # int32 counts when no bin can overflow: halves the (groups, d, bins) array
+        out = sum(parts, np.zeros(size, dtype=np.int64))
+        return out.astype(np.int32 if n < 2**31 else np.int64).reshape(n_groups, d, n_bins)
 
     def centred_sums(self, grouping, centres) -> np.ndarray:
         """See :meth:`privclust.engine.base.Engine.centred_sums`."""
@@ -252,9 +283,8 @@ class LocalEngine(Engine):
         exp = centred_exponents(self.bounds, centres)
         inv_step = np.ldexp(1.0, -exp)
         g = grouping.group
-        parts = {}  # one exact total per thread (scratch arrays are per thread too)
 
-        def add_chunk(sl):
+        def add_chunk(total, sl):  # one exact total per thread (and scratch arrays)
             gs = g[sl]
             keep = gs >= 0
             x = self.X[sl]
@@ -263,25 +293,12 @@ class LocalEngine(Engine):
                     return
                 gs, x = gs[keep], x[keep]
             gs = as_scratch("labels", gs, np.intp)
-            total = parts.get(threading.get_ident())
-            if total is None:
-                total = parts[threading.get_ident()] = ExactSums.zeros((n_groups, d), exp)
             total.add(row_group_sums(gs, centred_units(x, centres, gs, inv_step), n_groups))
 
-        chunks = list(self._chunks())
         # exact totals do not depend on the order of the additions: threads change nothing
-        if (N_THREADS > 1 and len(chunks) >= 4
-                and threading.current_thread() is threading.main_thread()):
-            with ThreadPoolExecutor(N_THREADS) as pool:
-                for _ in pool.map(add_chunk, chunks):
-                    pass
-        else:
-            for sl in chunks:
-                add_chunk(sl)
-        out = ExactSums.zeros((n_groups, d), exp)
-        for total in parts.values():
-            out = out + total
-        return out
+        parts = on_cores_per_thread(lambda: ExactSums.zeros((n_groups, d), exp), add_chunk,
+                                    self._chunks(), min_chunks=4)
+        return sum(parts, ExactSums.zeros((n_groups, d), exp))
 
     def group_neighbour_gaps(self, grouping):
         """Per group and dimension, the gaps between consecutive sorted values of the group's
@@ -301,11 +318,13 @@ class LocalEngine(Engine):
         same = gs[1:, 0] == gs[:-1, 0]
         return np.maximum(gaps[same], 0.0), g[order][1:][same]
 
-    def neighbour_gaps(self, dtype=np.float32, dither=None) -> np.ndarray:
+    def neighbour_gaps(self, dtype=np.float32, dither=None, undithered=None) -> np.ndarray:
         """Gaps per dimension, (n-1, d), in ``dtype`` (float32 by default: several times faster
         to sort; rounding is monotone, so a record inserted between two others still splits one
         gap into two that are each no larger, which is all the interval-size sensitivity uses).
-        ``dither``: see :meth:`Engine.neighbour_gaps`.
+        ``dither``: see :meth:`Engine.neighbour_gaps`. ``undithered``: the gaps of an earlier
+        call without dither (in ``dtype``), overwritten and returned: only the dithered columns
+        are computed (the others would come out the same), with the same draws.
 
         A few columns at a time (:data:`_GAP_COLUMNS`): one read of their cache lines of X
         instead of one per column; the dither offsets are drawn on this thread in column order
@@ -314,7 +333,12 @@ class LocalEngine(Engine):
         sorted by the same ``np.sort`` as one column alone, so the gaps are the same bit for
         bit; memory stays one copy of X plus a few blocks of columns."""
         n, d = self.X.shape
-        gaps = np.empty((d, max(n - 1, 0)), dtype=dtype)
+        if undithered is None:
+            gaps = np.empty((d, max(n - 1, 0)), dtype=dtype)
+            blocks = [(j0, min(d, j0 + _GAP_COLUMNS)) for j0 in range(0, d, _GAP_COLUMNS)]
+        else:
+            gaps = undithered.T
+            blocks = [] if dither is None else _column_runs(dither[0] > 0, _GAP_COLUMNS)
         if n < 2 or d == 0:
             return gaps.T
 
@@ -325,8 +349,7 @@ class LocalEngine(Engine):
 
         with ThreadPoolExecutor(N_THREADS) as pool:
             pending = []
-            for j0 in range(0, d, _GAP_COLUMNS):
-                j1 = min(d, j0 + _GAP_COLUMNS)
+            for j0, j1 in blocks:
                 offsets = {} if dither is None else {  # drawn here, in column order
                     j: dither[0][j] * dither[1](n) for j in range(j0, j1) if dither[0][j] > 0}
                 pending.append(pool.submit(finish, j0, j1, offsets))
@@ -365,7 +388,9 @@ class LocalEngine(Engine):
             flat_cell_keys(self.X[sl], origin, cell_width, lo, span, strides, out=keys[sl])
 
         _each_chunk(fill, self._chunks(), n)
-        if total <= max(4 * n, 1 << 24):  # one bincount over the box beats sorting the keys
+        # one bincount over the box beats sorting the keys only while the box is not much
+        # larger than n (measured: 1.1 vs 1.2 ms at n keys over n cells, 20 vs 0.3 ms over 100 n)
+        if total <= n:
             acc = np.bincount(keys, minlength=total)  # memory-bound: threads do not help
             del keys
             ukeys = np.flatnonzero(acc)
@@ -403,9 +428,7 @@ class LocalEngine(Engine):
         inside = np.flatnonzero(g >= 0)
         parent = g[inside].astype(np.int64)
         if grouping.n_groups <= (1 << (62 - b)):  # one int64 key per record
-            keys = (parent << b) | bits[inside]
-            ukeys, first, inverse, counts = np.unique(keys, return_index=True,
-                                                      return_inverse=True, return_counts=True)
+            ukeys, first, inverse, counts = self._unique_keys((parent << b) | bits[inside])
             uparent, ubits = ukeys >> b, ukeys & ((1 << b) - 1)
         else:  # keys would overflow: sort (parent, bits) pairs
             pb = bits[inside]
@@ -424,24 +447,80 @@ class LocalEngine(Engine):
         return (LocalCells(out, m, inside[first]), uparent.astype(np.int64),
                 ubits.astype(np.int64), counts.astype(np.int64))
 
+    @staticmethod
+    def _unique_keys(keys):
+        """``np.unique(keys, return_index=True, return_inverse=True, return_counts=True)`` from
+        an unstable argsort (several times faster than the stable one of ``np.unique``); the
+        first index of a key is the least record index of its run."""
+        order = np.argsort(keys)
+        ks = keys[order]
+        new = np.ones(ks.size, dtype=bool)
+        np.not_equal(ks[1:], ks[:-1], out=new[1:])
+        starts = np.flatnonzero(new)
+        inverse = np.empty(ks.size, dtype=np.int64)
+        inverse[order] = np.cumsum(new) - 1
+        first = np.minimum.reduceat(order, starts) if ks.size else starts
+        return ks[starts], first, inverse, np.diff(np.append(starts, ks.size))
+
     def _half_bits(self, origin, cell_width, dims):
         """``sum_i (floor((x_{dims[i]} - origin_i) / cell_width_i) & 1) << i`` per record."""
-        n = self.X.shape[0]
+        n, d = self.X.shape
         b = dims.size
+        shifts = self._fine_cells(origin, cell_width, dims)
         out = np.empty(n, dtype=np.int64)
         exact = b <= 52  # a float64 dot of 0/1 values with powers of two is exact below 2^53
         weights = np.exp2(np.arange(b)) if exact else None
-        for sl in self._chunks():
-            q = np.subtract(self.X[sl][:, dims], origin, dtype=np.float64)
-            q /= cell_width
-            np.floor(q, out=q)
-            half = np.floor(q * 0.5)
-            q -= half + half  # the parity of the cell index: 0.0 or 1.0
+        for sl in self._chunks(_CHUNK_ELEMENTS * d // b):
+            if shifts is not None:  # bit s of the cached finer cell index: the cell's parity
+                q = (self._cell_cache[0][dims, sl] >> shifts[:, None]).T & np.int16(1)
+            else:
+                q = np.subtract(self.X[sl][:, dims], origin, dtype=np.float64)
+                q /= cell_width
+                np.floor(q, out=q)
+                half = np.floor(q * 0.5)
+                q -= half + half  # the parity of the cell index: 0.0 or 1.0
             if exact:
-                out[sl] = q @ weights
+                out[sl] = q.astype(np.float64, copy=False) @ weights
             else:
                 out[sl] = (q.astype(np.int64) << np.arange(b, dtype=np.int64)).sum(axis=1)
         return out
+
+    def _fine_cells(self, origin, cell_width, dims):
+        """Shifts ``s`` with ``floor((x_j - o_j) / w_j) == cells[j] >> s_j`` (j in ``dims``),
+        ``cells`` a cache of the records' cell indices on grids ``2^K`` times finer (the most
+        int16 holds), filled where it cannot answer; None: no such K. Widths a power of two
+        apart give ``(x - o) / (w 2^-K) == 2^K ((x - o) / w)`` and ``floor(2^K y) >> K ==
+        floor(y)`` exactly: the float path's cells from one pass over a feature."""
+        n, d = self.X.shape
+        cache = getattr(self, "_cell_cache", None)
+        if cache is None or cache[3] is not self.X:  # (a copy of the engine on other records)
+            cache = self._cell_cache = (np.empty((d, n), np.int16), np.full(d, np.nan),
+                                        np.full(d, np.nan), self.X)  # pages: rows filled only
+        cells, org, fine = cache[:3]
+        box = self.bounds[dims].astype(self.X.dtype).astype(np.float64)  # records as stored
+        with np.errstate(all="ignore"):
+            s = np.frexp(cell_width / fine[dims])[1] - 1
+            ok = (org[dims] == origin) & (s >= 0) & (s < 16)
+            ok &= np.ldexp(fine[dims], s) == cell_width
+            # indices are monotone in the value: the bounds' indices bound every record's
+            top = np.maximum(-np.floor((box[:, 0] - origin) / cell_width),
+                             np.floor((box[:, 1] - origin) / cell_width) + 1.0)
+            room = 15.0 - np.ceil(np.log2(np.maximum(top, 1.0)))  # halvings int16 holds
+        if ok.all():
+            return s.astype(np.int16)
+        need = np.flatnonzero(~ok)
+        if not ((room[need] >= 0).all() and (cell_width > 0).all()):
+            return None
+        k = room[need].astype(np.int64)
+        if ((step := np.ldexp(cell_width[need], -k)) < np.finfo(float).tiny).any():
+            return None  # scaling by 2^-K must stay exact (normal floats)
+        rows = dims[need]
+        for sl in self._chunks(_CHUNK_ELEMENTS * d // need.size):
+            q = np.subtract(self.X[sl][:, rows], origin[need], dtype=np.float64)
+            q /= step
+            cells[rows, sl] = np.floor(q, out=q).T  # integers that int16 holds (room)
+        org[rows], fine[rows], s[need] = origin[need], step, k
+        return s.astype(np.int16)
 
     def group_cells(self, grouping, origin, cell_width):
         """The grid cell of every group, for groups that each lie in one cell (the children
@@ -625,20 +704,8 @@ def _on_threads(new_stats, add_chunk, chunks) -> AssignmentStats:
     own ``new_stats()`` (scratch arrays are per thread too), then the threads' totals added.
     Counts are integers and :class:`ExactSums` add exactly, so the result does not depend on
     which thread took which chunk."""
-    parts = {}
-
-    def run(sl):
-        me = threading.get_ident()
-        st = parts.get(me)
-        if st is None:
-            st = parts[me] = new_stats()
-        add_chunk(st, sl)
-
-    with ThreadPoolExecutor(min(N_THREADS, len(chunks))) as pool:
-        for _ in pool.map(run, chunks):
-            pass
     out = new_stats()
-    for st in parts.values():
+    for st in on_cores_per_thread(new_stats, add_chunk, chunks, min_chunks=2):
         out = AssignmentStats(
             out.counts + st.counts, out.sums + st.sums,
             None if st.moments is None else out.moments + st.moments,
@@ -657,9 +724,31 @@ def _unpark(before: np.ndarray, after: np.ndarray, parked=None) -> np.ndarray:
     return after
 
 
+def _oblique_targets(X, g, normal, offset_t, left_t, right_t, split_t, out, sl) -> None:
+    """``out[sl]``: the targets of the records ``sl`` in :meth:`LocalEngine.regroup_oblique`,
+    the tested rows of the chunk gathered and projected (one product)."""
+    gs = g[sl]
+    target = _unpark(gs, left_t[np.maximum(gs, -1)])
+    rows = np.flatnonzero(split_t[np.maximum(gs, -1)])
+    if rows.size:
+        x = X[sl][rows].astype(float, copy=False)
+        gr = gs[rows]
+        proj = x @ normal if normal.ndim == 1 else np.einsum("ij,ij->i", x, normal[gr])
+        right_side = proj > offset_t[gr]
+        target[rows[right_side]] = right_t[gr[right_side]]
+    out[sl] = target
+
+
 #: Columns per block of :meth:`LocalEngine.neighbour_gaps`: 8 float64 columns share one
 #: cache line of a row.
 _GAP_COLUMNS = 8
+
+
+def _column_runs(mask, longest: int) -> list[tuple[int, int]]:
+    """``(j0, j1)`` runs of consecutive columns where ``mask`` holds, ``longest`` at most."""
+    ends = np.flatnonzero(np.diff(np.concatenate([[0], mask.astype(np.int8), [0]])))
+    return [(j, min(b, j + longest)) for a, b in ends.reshape(-1, 2).tolist()
+            for j in range(a, b, longest)]
 
 
 def _gap_columns(X, j0, j1, dtype, offsets) -> np.ndarray:
