@@ -83,6 +83,25 @@ def test_wide_lloyd_steps_move_the_centres_to_the_means(seed):
     assert adjusted_rand_score(y, model.labels_) > 0.95
 
 
+@pytest.mark.parametrize("seed", [0, 3])
+def test_lloyd_steps_on_narrow_data_use_balls_about_the_centres(seed):
+    """Up to 50 features too, each Lloyd step restricts a cluster's records to a ball about
+    its centre whose radius is a private quantile (its own line item), and each step brings
+    the centres closer to the clusters' means (the previous centres' noise variance, carried
+    from the refined coreset points, weighs them against the new ones)."""
+    X, y = make_blobs(20000, 4, centers=6, cluster_std=1.0, center_box=(-20, 20),
+                      random_state=seed)
+    model = _fit(X, bounds=(-30, 30), random_state=seed, n_lloyd=2)
+    plan = [line["item"] for line in model.privacy_report_.plan]
+    assert {"ball radius, Lloyd step 1", "ball radius, Lloyd step 2"} <= set(plan)
+    assert model.privacy_report_.total().epsilon == pytest.approx(0.5, rel=1e-9)
+    means = np.array([X[y == j].mean(axis=0) for j in range(6)])
+    errors = [np.median(np.min(((C[:, None] - means[None]) ** 2).sum(axis=2), axis=0))
+              for C in model.centers_history_]
+    assert len(errors) == 3 and errors[-1] < 0.3 * errors[0]
+    assert all(b < a for a, b in zip(errors[:-1], errors[1:], strict=True))
+
+
 def test_takes_n_clusters_when_given(blobs):
     X, _ = blobs
     model = _fit(X, n_clusters=4)
