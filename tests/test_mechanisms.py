@@ -445,6 +445,111 @@ def test_private_quantile_rejects_bad_sensitivity_and_nan(values, sens):
         private_quantile(_rng(0), values, 0.5, 0.0, 1.0, 1.0, sens)
 
 
+def _sort_case(dtype, n, seed=0):
+    """Values with ties, values beyond [-1, 1] (clipped onto lo and hi), -0.0 and 0.0."""
+    rng = _rng(seed)
+    x = np.round(rng.normal(0.0, 0.8, n), 2)  # rounded: many ties
+    x[rng.random(n) < 0.1] = -0.0
+    x[rng.random(n) < 0.1] = 0.0
+    return x.astype(dtype)
+
+
+def _assert_same_sort(got, want):
+    """Equal values in the same order; bit-identical except where -0.0 and 0.0 (equal, and
+    ordered among themselves as np.sort pleases) swap places."""
+    assert got.dtype == want.dtype
+    assert np.array_equal(got, want)
+    bits = got.view(f"u{got.itemsize}") == want.view(f"u{want.itemsize}")
+    assert (bits | (want == 0)).all()
+    assert np.signbit(got).sum() == np.signbit(want).sum()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n_threads", [2, 3, 4])
+def test_threaded_sort_is_np_sort(monkeypatch, dtype, n_threads):
+    import privclust._parallel as parallel
+    import privclust.privacy.mechanisms as mech
+
+    monkeypatch.setattr(parallel, "N_THREADS", n_threads)
+    n = mech._THREADED_SORT + 12_345
+    x = np.clip(_sort_case(dtype, n), -1.0, 1.0)
+    z = x.copy()
+    mech._sort_in_place(z)
+    _assert_same_sort(z, np.sort(x))
+    for x in (np.full(n, 0.5, dtype), np.arange(n, dtype=dtype), np.arange(n, 0, -1, dtype=dtype),
+              np.r_[np.ones(n // 2), np.zeros(n - n // 2)].astype(dtype),
+              np.r_[np.zeros(n // 2), np.ones(n - n // 2)].astype(dtype)):
+        z = x.copy()
+        mech._sort_in_place(z)
+        _assert_same_sort(z, np.sort(x))
+
+
+@pytest.mark.parametrize("n1", [0, 1, 7, 10, 19, 20])
+def test_split_two_runs_puts_the_smallest_values_first(n1):
+    import privclust.privacy.mechanisms as mech
+
+    rng = _rng(n1)
+    for _ in range(200):
+        z = rng.integers(0, 6, 20).astype(float)
+        z[:n1].sort()
+        z[n1:].sort()
+        want = np.sort(z)
+        mech._split_two_runs(z, n1)
+        mid = n1
+        assert (z[:mid] <= (z[mid:].min() if mid < z.size else np.inf)).all()
+        assert (np.diff(z[:mid]) < 0).sum() <= 1 and (np.diff(z[mid:]) < 0).sum() <= 1
+        z[:mid].sort(kind="stable")
+        z[mid:].sort(kind="stable")
+        assert np.array_equal(z, want)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
+@pytest.mark.parametrize(("lo", "hi", "log_scale", "floor_atom"),
+                         [(-1.0, 1.0, False, 0.0), (0.0, 0.5, False, 1.0),
+                          (1e-3, 1.0, True, 1.0)])
+def test_private_quantile_threaded_sort_keeps_the_release(monkeypatch, dtype, lo, hi, log_scale,
+                                                          floor_atom):
+    """The release of the threaded sort equals the release of one ``np.sort`` (the old path,
+    forced here by a threshold no array reaches) for the same generator, in place or not."""
+    import privclust.privacy.mechanisms as mech
+
+    n = mech._THREADED_SORT + 4_321
+    x = _sort_case(np.float64, n, seed=3)
+    x = (x * 100).astype(dtype) if dtype is np.int64 else x.astype(dtype)
+    args = (0.65, lo, hi, 1.0, 1.35, log_scale)
+    for in_place in (False, True):
+        new_z, old_z = x.copy(), x.copy()
+        new = private_quantile(_rng(5), new_z, *args, in_place, floor_atom)
+        with monkeypatch.context() as patch:
+            patch.setattr(mech, "_THREADED_SORT", 1 << 62)
+            old = private_quantile(_rng(5), old_z, *args, in_place, floor_atom)
+        assert new == old
+        assert np.signbit(new) == np.signbit(old)
+        if in_place and dtype is not np.int64:  # the caller's array ends sorted, as before
+            _assert_same_sort(new_z, old_z)
+            _assert_same_sort(new_z, np.sort(np.clip(x, lo, hi)))
+        else:  # the caller's array is untouched
+            assert np.array_equal(new_z, x) and np.array_equal(old_z, x)
+
+
+def test_threaded_sort_stays_on_a_worker_thread(monkeypatch):
+    """Called from a thread other than the main one (e.g. a Dask task), no pool is started."""
+    import threading
+
+    import privclust.privacy.mechanisms as mech
+
+    def no_pool(*args, **kwargs):
+        raise AssertionError("a pool was started from a worker thread")
+
+    monkeypatch.setattr(mech, "ThreadPoolExecutor", no_pool)
+    x = _sort_case(np.float32, mech._THREADED_SORT + 1)
+    z = x.copy()
+    worker = threading.Thread(target=mech._sort_in_place, args=(z,))
+    worker.start()
+    worker.join()
+    _assert_same_sort(z, np.sort(x))
+
+
 # =========================================================================== random state
 def test_resolve_none_is_secure_chacha():
     a, b = resolve_random_state(None), resolve_random_state(None)

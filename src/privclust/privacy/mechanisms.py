@@ -23,11 +23,14 @@ measured 160-500x slower than NumPy, too slow for histograms of millions of cell
 from __future__ import annotations
 
 import math
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 from scipy.optimize import brentq
 from scipy.special import log_ndtr, ndtr
 
+from .. import _parallel
 from .budget import PrivacyReport, Release
 from .rng import RandomSource
 
@@ -270,9 +273,9 @@ def private_quantile(
         raise ValueError("private_quantile: values contain NaN")
     if in_place:
         np.clip(z, lo, hi, out=z)
-        z.sort()
     else:
-        z = np.sort(np.clip(z, lo, hi))
+        z = np.clip(z, lo, hi)  # a new array: ours to sort in place
+    _sort_in_place(z)
     rate = eps / (2.0 * float(sensitivity))
     atom = None
     if floor_atom > 0:
@@ -282,6 +285,63 @@ def private_quantile(
     out = _sample_quantile_interval(rng, z, float(lo), float(hi), quantile * z.size, rate,
                                     log_scale, atom)
     return float(min(max(out, lo), hi))
+
+
+#: Values above which :func:`_sort_in_place` sorts on several threads (below, starting them
+#: costs more than it saves).
+_THREADED_SORT = 1 << 20
+
+
+def _stable_sort(part) -> None:
+    part.sort(kind="stable")  # timsort: finds the sorted runs and merges them in linear time
+
+
+def _sort_in_place(z) -> None:
+    """``z.sort()`` of a contiguous 1-D float array, on all cores for big arrays.
+
+    The parts of ``z`` are sorted on a pool of threads (NumPy's sort releases the GIL), then
+    merged: neighbouring runs in pairs by a stable sort, and the last two split first into two
+    independent parts (:func:`_split_two_runs`) merged in parallel. The result is
+    ``np.sort(z)``: the same values in the same order (only the order of ``-0.0`` and ``0.0``
+    among themselves, which compare equal and which ``np.sort`` leaves unspecified too, may
+    differ; the quantile release cannot tell them apart). Extra memory: at most half a copy of
+    ``z`` at a time. From a worker thread (e.g. a Dask task) the sort stays on that thread, as
+    in :func:`privclust._parallel.on_cores`."""
+    n_threads = _parallel.N_THREADS
+    if (z.size < _THREADED_SORT or n_threads < 2
+            or threading.current_thread() is not threading.main_thread()):
+        z.sort()
+        return
+    bounds = [z.size * i // n_threads for i in range(n_threads + 1)]
+    with ThreadPoolExecutor(n_threads) as pool:
+        list(pool.map(np.ndarray.sort, [z[bounds[i]:bounds[i + 1]] for i in range(n_threads)]))
+        while len(bounds) > 3:  # merge neighbouring runs in pairs (an odd one out waits)
+            list(pool.map(_stable_sort, [z[bounds[i]:bounds[i + 2]]
+                                         for i in range(0, len(bounds) - 2, 2)]))
+            bounds = bounds[::2] if len(bounds) % 2 else bounds[:-1:2] + bounds[-1:]
+        _split_two_runs(z, bounds[1])
+        list(pool.map(_stable_sort, (z[:bounds[1]], z[bounds[1]:])))
+
+
+def _split_two_runs(z, n1: int) -> None:
+    """Rearrange ``z = [a | b]`` (two sorted runs, ``a = z[:n1]``) in place so that ``z[:n1]``
+    holds the ``n1`` smallest values, ``a[:i]`` then ``b[:j]`` (``i + j = n1``, found by binary
+    search), and ``z[n1:]`` the rest, ``a[i:]`` then ``b[j:]``: each part two sorted runs, no
+    value of the first above one of the second. ``a[i:]`` and ``b[:j]``, both ``j`` long, swap
+    places (a copy of ``j <= z.size / 2`` values)."""
+    a, b = z[:n1], z[n1:]
+    lo, hi = max(0, n1 - b.size), n1
+    while lo < hi:  # the least i with a[i] >= b[n1 - i - 1]
+        i = (lo + hi) // 2
+        if a[i] < b[n1 - i - 1]:
+            lo = i + 1
+        else:
+            hi = i
+    j = n1 - lo
+    if j:
+        moved = a[lo:].copy()
+        a[lo:] = b[:j]
+        b[:j] = moved
 
 
 _QUANTILE_BLOCK = 1 << 16
