@@ -102,6 +102,23 @@ def test_lloyd_steps_on_narrow_data_use_balls_about_the_centres(seed):
     assert all(b < a for a, b in zip(errors[:-1], errors[1:], strict=True))
 
 
+def test_unsupported_clusters_are_dropped_down_to_k():
+    """Clusters whose noisy size is below three noise scales are dropped (without k, and given
+    k on wide data before the merge down to k), keeping at least the k largest."""
+    from privclust.cluster.coreset import COUNT_SHARE, SUPPORT_SCALES, _supported
+
+    eps = 0.5
+    floor = SUPPORT_SCALES / (COUNT_SHARE * eps)  # 40 records
+    sizes = np.array([500, 3, 80, -2, 41, 39, 600])
+    np.testing.assert_array_equal(_supported(sizes, eps), sizes >= floor)
+    np.testing.assert_array_equal(_supported(sizes, eps, at_least=4), sizes >= floor)
+    five = _supported(sizes, eps, at_least=5)  # only 4 supported: the 5 largest
+    np.testing.assert_array_equal(np.flatnonzero(five), [0, 2, 4, 5, 6])
+    assert _supported(np.array([1, 5, 2]), eps).tolist() == [False, True, False]
+    assert _supported(np.array([1, 1]), eps, at_least=9).all()
+    assert _supported(np.zeros(0), eps, at_least=3).size == 0
+
+
 def test_takes_n_clusters_when_given(blobs):
     X, _ = blobs
     model = _fit(X, n_clusters=4)

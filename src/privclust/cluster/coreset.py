@@ -82,11 +82,12 @@ OVER_SHARE = 0.5
 #: step's ball shrinks with the centres' noise, so a few steps reach the clusters' own spread.
 WIDE_N_LLOYD = 3
 #: Wide data given k: the clusters chosen in the projection are this many times k (at most the
-#: coreset's size), and after the Lloyd steps the closest are merged down to k (Ward's cost on
-#: the noisy sizes: post-processing). The coreset's leaves split some clusters in two and
+#: coreset's size); those the recovery's noisy sizes do not support are dropped (at least k
+#: kept, the largest), and the closest of the rest are merged down to k (Ward's cost on the
+#: noisy sizes: post-processing). The coreset's leaves split some clusters in two and
 #: hold two clusters in one now and then; with exactly k clusters, k-means on the coreset
 #: would have to merge two distinct clusters for every split one.
-GIVEN_K_OVER = 1.15
+GIVEN_K_OVER = 1.3
 WIDE_FIRST_SHARE = 0.3
 #: Data with more features ("wide") chooses k among clusterings of the coreset in the
 #: projection, scored there (the k-d tree's distances cost O(d) each, and each refined point's
@@ -139,8 +140,8 @@ class CoresetKMeans(PrivateClusterMixin):
        space (records by nearest projected centre). Clusters whose noisy size is below three
        noise scales are dropped there (an empty cluster's centre would sit among the records).
        Given ``n_clusters``, weighted k-means with that k replaces the choice (wide data: with
-       ``GIVEN_K_OVER`` times k, merged down to k after the recovery; points the coreset
-       lacks start as copies of its heaviest points).
+       ``GIVEN_K_OVER`` times k, the unsupported dropped and the rest merged down to k after
+       the recovery; points the coreset lacks start as copies of its heaviest points).
     6. **Lloyd steps** (``n_lloyd``; None: 1, and 3 for data over 50 features), in the
        original space: noisy sizes and sums of the records nearest every centre, each
        restricted to a ball about its centre whose radius is a private quantile of the
@@ -212,7 +213,11 @@ class CoresetKMeans(PrivateClusterMixin):
       clusters on the projected coreset (75-83 points, some clusters split over two leaves)
       merged distinct clusters, 59-181x non-private KMeans' cost; 1.15k clusters merged down
       to k by Ward's cost after the recovery: 11-32x, ARI 1.000 (1.3k: 19-100x; merged after
-      the Lloyd steps instead: 76-182x).
+      the Lloyd steps instead: 76-182x). Recovered clusters without support (an empty
+      cluster's centre is the middle of the bounds, its noise variance unknown) were merged
+      into real ones; dropped first (as without k), 1.3k clusters did best (seeds 0-2, cost
+      over KMeans(64)): epsilon 1 public bounds 6.5x -> 1.06x, private 14x -> 1.1x; 0.5 public
+      16.8x -> 4.4x; 0.25 public 227x -> 146x (1.15k: 1.06x, 9.7x, 5.4x, 204x).
     * Balls about the centres with a private radius for the Lloyd steps of every data set,
       not only wide data (before: a radius from the refined coreset's scatter; projected data
       up to 50 features, the ball of step 2 about the middle of the bounds). Given k, public
@@ -509,9 +514,8 @@ class CoresetKMeans(PrivateClusterMixin):
             R, R_sizes = ball_step(engine, mech, labels, mid, np.full(m, rho), first.epsilon,
                                    items=first.names, label="recovery", bounds=space.bounds,
                                    rho=first.rho)
-            if choice[0] is None:
-                keep = _supported(R_sizes, first.epsilon)
-                R, R_sizes = R[keep], R_sizes[keep]
+            keep = _supported(R_sizes, first.epsilon, at_least=choice[0] or 1)
+            R, R_sizes = R[keep], R_sizes[keep]
             step()
             var = centre_variance(np.full(R.shape[0], rho), R_sizes, first.epsilon, first.rho,
                                   d)
@@ -729,13 +733,15 @@ def _extra_centres(P, w, count, box, gen) -> np.ndarray:
     return np.clip(base + offset, box[:, 0], box[:, 1])
 
 
-def _supported(sizes, eps_step) -> np.ndarray:
+def _supported(sizes, eps_step, at_least: int = 1) -> np.ndarray:
     """Which clusters a step's noisy sizes support (post-processing): a noisy size of at
-    least ``SUPPORT_SCALES`` noise scales of the step's count; at least the largest cluster."""
+    least ``SUPPORT_SCALES`` noise scales of the step's count; when fewer, the ``at_least``
+    largest (ties: the first)."""
     sizes = np.asarray(sizes)
     keep = sizes >= SUPPORT_SCALES / (COUNT_SHARE * eps_step)
-    if sizes.size and not keep.any():
-        keep[int(np.argmax(sizes))] = True
+    if keep.sum() < min(at_least, sizes.size):
+        keep = np.zeros(sizes.size, dtype=bool)
+        keep[np.argsort(-sizes, kind="stable")[:at_least]] = True
     return keep
 
 
