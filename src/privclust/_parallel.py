@@ -16,16 +16,21 @@ THREADED_RECORDS = 1 << 20
 N_THREADS = max(1, min(4, os.cpu_count() or 1))
 
 
-def each_chunk(fn, chunks, n_records: int) -> None:
-    """``fn(chunk)`` for every chunk, on all cores for big data (chunks must write disjoint
-    parts of any shared output)."""
-    if n_records < THREADED_RECORDS or N_THREADS == 1:
+def _each(fn, chunks, threaded: bool) -> None:
+    """``fn(chunk)`` for every chunk, on a pool of ``N_THREADS`` threads if ``threaded``."""
+    if not threaded:
         for chunk in chunks:
             fn(chunk)
         return
     with ThreadPoolExecutor(N_THREADS) as pool:
         for _ in pool.map(fn, chunks):
             pass
+
+
+def each_chunk(fn, chunks, n_records: int) -> None:
+    """``fn(chunk)`` for every chunk, on all cores for big data (chunks must write disjoint
+    parts of any shared output)."""
+    _each(fn, chunks, n_records >= THREADED_RECORDS and N_THREADS > 1)
 
 
 def on_cores(fn, chunks, *, min_chunks: int = 8, one_blas_thread: bool = False) -> None:
@@ -38,13 +43,7 @@ def on_cores(fn, chunks, *, min_chunks: int = 8, one_blas_thread: bool = False) 
     chunks = list(chunks)
     main = threading.current_thread() is threading.main_thread()
     with single_threaded_blas() if one_blas_thread and main else nullcontext():
-        if N_THREADS == 1 or len(chunks) < min_chunks or not main:
-            for chunk in chunks:
-                fn(chunk)
-            return
-        with ThreadPoolExecutor(N_THREADS) as pool:
-            for _ in pool.map(fn, chunks):
-                pass
+        _each(fn, chunks, N_THREADS > 1 and len(chunks) >= min_chunks and main)
 
 
 def on_cores_per_thread(new, fn, chunks, **kwargs) -> list:
