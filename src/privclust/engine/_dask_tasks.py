@@ -15,6 +15,7 @@ import numpy as np
 from dask import delayed
 
 from .._geometry import flat_cell_keys
+from .._scratch import as_scratch, scratch
 from ._exact import ExactSums
 from .base import AssignmentStats
 from .local import LocalGrouping, records_outside
@@ -186,10 +187,13 @@ def sort_columns(cols, dtype, offsets, *blocks):
     ``offsets`` maps a column's position in ``cols`` to its public dither (the values the
     NumPy engine adds, in float64, before the cast)."""
     x = np.concatenate([b[:, cols] for b in blocks])
-    out = np.empty((len(cols), max(x.shape[0] - 1, 0)), dtype=dtype)
-    for i in range(len(cols)):
-        col = x[:, i] + offsets[i] if i in offsets else x[:, i]
-        v = np.sort(col.astype(dtype))
+    n = x.shape[0]
+    out = np.empty((len(cols), max(n - 1, 0)), dtype=dtype)
+    for i in range(len(cols)):  # in this worker thread's scratch arrays (privclust._scratch)
+        col = np.add(x[:, i], offsets[i], out=scratch("gap dithered", (n,))) \
+            if i in offsets else x[:, i]
+        v = as_scratch("gap sorted", col, dtype)
+        v.sort()
         np.subtract(v[1:], v[:-1], out=out[i])
     return out
 

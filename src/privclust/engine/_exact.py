@@ -56,12 +56,10 @@ on every chunk.
 
 from __future__ import annotations
 
-import math
-import threading
-
 import numpy as np
 
 from .._geometry import single_threaded_blas
+from .._scratch import as_scratch, scratch
 from .base import AssignmentStats
 
 __all__ = ["BoxGrid", "ExactSums", "as_scratch", "centred_exponents", "centred_units",
@@ -81,29 +79,6 @@ def grid_exponents(magnitude) -> np.ndarray:
     """Per feature, the exponent ``e`` of the grid step ``2**e``: the smallest with
     ``magnitude < 2**31 * 2**e`` (``magnitude`` >= 0, public)."""
     return (np.frexp(np.asarray(magnitude, dtype=float))[1] - UNIT_BITS).astype(np.int64)
-
-
-_POOL = threading.local()
-
-
-def scratch(name: str, shape: tuple, dtype=np.float64) -> np.ndarray:
-    """A scratch array of ``shape`` kept by this thread under ``name`` and reused by every chunk
-    and query (a chunk-sized temporary allocated afresh costs page faults on every chunk,
-    several times the arithmetic done with it). The caller must be done with it before the
-    same name is asked for again."""
-    size = math.prod(shape)
-    key = (name, np.dtype(dtype).str)
-    flat = _POOL.__dict__.get(key)
-    if flat is None or flat.size < size:
-        flat = _POOL.__dict__[key] = np.empty(max(size, 1), dtype)
-    return flat[:size].reshape(shape)
-
-
-def as_scratch(name: str, a, dtype) -> np.ndarray:
-    """``a`` converted to ``dtype`` in a scratch array (see :func:`scratch`)."""
-    out = scratch(name, np.shape(a), dtype)
-    np.copyto(out, a, casting="unsafe")
-    return out
 
 
 class BoxGrid:

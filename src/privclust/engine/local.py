@@ -38,6 +38,9 @@ from ._exact import (
     scratch,
     sq_norm_parts,
 )
+from ._routes import axis_targets as _axis_targets
+from ._routes import oblique_targets as _oblique_targets
+from ._routes import unpark as _unpark
 from .base import AssignmentStats, Engine, Grouping, MostLikelyComponent, NearestCentre
 
 __all__ = ["LocalEngine", "LocalGrouping"]
@@ -133,19 +136,8 @@ class LocalEngine(Engine):
         right_t = np.append(right, np.int32(-1))
         feature_t = np.append(feature.astype(np.int32), np.int32(-1))
         threshold_t = np.append(threshold, 0.0)
-        d = self.X.shape[1]
         for sl in self._chunks(1 << 20):  # chunked: temporaries stay small whatever n is
-            gs = g[sl]
-            gi = np.maximum(gs, -1)  # parked records read the no-group entry, then keep theirs
-            f = feature_t[gi]
-            # every record's tested value in one gather from the flat chunk (record i's
-            # feature j at i * d + j; feature 0 for records not tested)
-            flat = np.ascontiguousarray(self.X[sl]).reshape(-1)
-            at = np.arange(0, flat.size, d, dtype=np.int64)
-            at += np.maximum(f, 0)
-            goes_left = flat[at] <= threshold_t[gi]
-            goes_left |= f < 0
-            out[sl] = _unpark(gs, np.where(goes_left, left_t[gi], right_t[gi]), parked)
+            _axis_targets(self.X, g, feature_t, threshold_t, left_t, right_t, parked, out, sl)
         return LocalGrouping(out, n_groups)
 
     def regroup_oblique(self, grouping, normal, offset, left, right, n_groups) -> LocalGrouping:
@@ -711,32 +703,6 @@ def _on_threads(new_stats, add_chunk, chunks) -> AssignmentStats:
             None if st.moments is None else out.moments + st.moments,
             None if st.sq_norms is None else out.sq_norms + st.sq_norms)
     return out
-
-
-def _unpark(before: np.ndarray, after: np.ndarray, parked=None) -> np.ndarray:
-    """``after`` with the parked records of ``before`` (ids <= -2) kept parked, or moved to
-    ``parked[-2 - id]`` when a table is given."""
-    low = before <= -2
-    if parked is None:
-        np.copyto(after, before, where=low)  # one masked pass, no gather
-    elif low.any():
-        after[low] = np.asarray(parked, dtype=np.int32)[-2 - before[low]]
-    return after
-
-
-def _oblique_targets(X, g, normal, offset_t, left_t, right_t, split_t, out, sl) -> None:
-    """``out[sl]``: the targets of the records ``sl`` in :meth:`LocalEngine.regroup_oblique`,
-    the tested rows of the chunk gathered and projected (one product)."""
-    gs = g[sl]
-    target = _unpark(gs, left_t[np.maximum(gs, -1)])
-    rows = np.flatnonzero(split_t[np.maximum(gs, -1)])
-    if rows.size:
-        x = X[sl][rows].astype(float, copy=False)
-        gr = gs[rows]
-        proj = x @ normal if normal.ndim == 1 else np.einsum("ij,ij->i", x, normal[gr])
-        right_side = proj > offset_t[gr]
-        target[rows[right_side]] = right_t[gr[right_side]]
-    out[sl] = target
 
 
 #: Columns per block of :meth:`LocalEngine.neighbour_gaps`: 8 float64 columns share one
