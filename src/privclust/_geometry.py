@@ -118,8 +118,10 @@ def flat_cell_keys(x, origin, width, lo, span, strides, out=None) -> np.ndarray:
     if out is None:
         out = np.empty(m, dtype=np.int64)
     in_float = float(np.prod(np.asarray(span, dtype=float))) <= 2.0**53
-    acc = np.zeros(m) if in_float else np.zeros(m, dtype=np.int64)
-    c = np.empty(m)
+    # this thread's scratch arrays (privclust._scratch): no fresh temporaries per chunk
+    acc = scratch("cell keys sum", (m,), np.float64 if in_float else np.int64)
+    acc.fill(0)
+    c = scratch("cell keys coordinate", (m,))
     for j in range(d):
         np.subtract(x[:, j], origin[j], out=c, dtype=np.float64)
         c /= width[j]

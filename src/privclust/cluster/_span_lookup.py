@@ -14,6 +14,7 @@ import numpy as np
 
 from .._geometry import flat_cell_keys, rows_outside
 from .._parallel import each_chunk
+from .._scratch import scratch
 from ._grid import _c_strides, _unflat, neighbour_offsets
 
 #: The code of a cell whose points need the point-by-point border rule.
@@ -129,9 +130,12 @@ class SpanLookup:
             # rows outside the bounds get -1 below; clipped first, their cell index stays
             # finite (values near the float limit would overflow it)
             inside = x if outside is None else np.clip(x, self.lo, self.hi)
-            key = flat_cell_keys(inside, self.origin, width, zero, self.shape, self.strides)
+            m = x.shape[0]  # keys and labels in this thread's scratch arrays
+            key = flat_cell_keys(inside, self.origin, width, zero, self.shape, self.strides,
+                                 out=scratch("span cell keys", (m,), np.int64))
             if lut is not None:
-                lab = lut[key]
+                lab = np.take(lut, key, out=scratch("span labels", (m,), lut.dtype),
+                              mode="clip")  # every key is a cell of the grid
             else:
                 pos = np.minimum(np.searchsorted(keys, key), keys.size - 1)
                 lab = np.where(keys[pos] == key, codes[pos], -1)
