@@ -22,6 +22,7 @@ from .._geometry import single_threaded_blas
 from .._progress import fit_progress
 from ..engine import LocalEngine
 from ..engine.base import NearestCentre
+from ..engine.local import records_outside
 from ..privacy import Mechanisms, resolve_random_state
 from ..privacy.histogram import release_sparse_histogram
 from ..privacy.rng import public_unit_directions
@@ -479,9 +480,7 @@ class DPCube(PrivateClusterMixin):
     @staticmethod
     def _warn_clipped(X, bounds) -> None:
         """Warn the data holder (a local diagnostic, never released) about clipped records."""
-        step = max(1, (1 << 18) // X.shape[1])  # chunks of rows: the masks stay in cache
-        out = sum(int(np.count_nonzero(((x < bounds[:, 0]) | (x > bounds[:, 1])).any(axis=1)))
-                  for x in (X[i : i + step] for i in range(0, X.shape[0], step)))
+        out = records_outside(X, bounds[:, 0], bounds[:, 1])
         if out:
             warnings.warn(
                 f"{out} record(s) lie outside the bounds and were clipped to them "
