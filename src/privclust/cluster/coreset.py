@@ -536,14 +536,13 @@ class CoresetKMeans(PrivateClusterMixin):
             if points.shape[0] == 0:  # no coreset step ran: its share of the sums' block
                 steps = self._pass_on_rho(mech, steps)
         step()
-        var = np.full(centres.shape[0], np.inf)  # unknown: the first step replaces them
-        if R.shape[0]:  # the refined points' noise, carried by the centres made of them
-            first_radius = np.full(R.shape[0], rho) if space.projected else \
-                self._point_radius(R_spread, space.bounds)
-            var = _merged_variance(R, R_sizes, centre_variance(
-                first_radius, R_sizes, steps[0].epsilon, steps[0].rho, d), centres)
-        centres, sizes, history = self._lloyd(engine, mech, space, centres, self._coreset_sizes(
-            R, np.maximum(R_sizes, 0).astype(float), centres), var, steps[1:], step)
+        # the refined points' noisy sizes and noise, carried by the centres made of them
+        first_radius = np.zeros(0) if not R.shape[0] else np.full(R.shape[0], rho) \
+            if space.projected else self._point_radius(R_spread, space.bounds)
+        sizes, var = _merged(R, R_sizes, centre_variance(
+            first_radius, R_sizes, steps[0].epsilon, steps[0].rho, d), centres)
+        centres, sizes, history = self._lloyd(engine, mech, space, centres, sizes, var,
+                                              steps[1:], step)
         return centres.shape[0], centres, ks, sizes, history
 
     @staticmethod
@@ -694,15 +693,6 @@ class CoresetKMeans(PrivateClusterMixin):
         return centres, sizes, history
 
     @staticmethod
-    def _coreset_sizes(points, weights, centres):
-        """Noisy coreset weight nearest every centre (post-processing)."""
-        k = centres.shape[0]
-        if points.shape[0] == 0:
-            return np.zeros(k, dtype=np.int64)
-        lab = nearest_centre(points, centres)
-        return np.rint(np.bincount(lab, weights=weights, minlength=k)).astype(np.int64)
-
-    @staticmethod
     def _notes(space, depth, released, points, k, k_user, steps):
         d = space.bounds.shape[0]
         p = space.box.shape[0]
@@ -757,16 +747,18 @@ def _inverse_variance(var, new_var):
     return w, out
 
 
-def _merged_variance(points, sizes, var, centres) -> np.ndarray:
-    """Noise variance per coordinate of each centre taken as the weighted mean of the refined
-    points nearest it (``sum w_i^2 var_i / (sum w_i)^2``, weights the noisy sizes, at least
-    0; inf where no point supports it): post-processing of public scales and released sizes."""
+def _merged(points, sizes, var, centres):
+    """Each centre taken as the weighted mean of the refined points nearest it: its noisy
+    size (the points' noisy sizes, at least 0, summed and rounded) and its noise variance per
+    coordinate (``sum w_i^2 var_i / (sum w_i)^2``; inf where no point supports it), from one
+    assignment. Post-processing of public scales and released sizes."""
     k = centres.shape[0]
     if points.shape[0] == 0:
-        return np.full(k, np.inf)
+        return np.zeros(k, dtype=np.int64), np.full(k, np.inf)
     lab = nearest_centre(points, centres)
     w = np.maximum(np.asarray(sizes, dtype=float), 0.0)
     v = np.where(np.isinf(var), 0.0, var)
     num = np.bincount(lab, weights=w**2 * v, minlength=k)
     den = np.bincount(lab, weights=w, minlength=k)
-    return np.where(den > 0, num / np.maximum(den**2, 1e-300), np.inf)
+    return (np.rint(den).astype(np.int64),
+            np.where(den > 0, num / np.maximum(den**2, 1e-300), np.inf))
