@@ -267,6 +267,17 @@ def test_given_k_beyond_the_coreset_copies_its_heaviest_points():
     assert near.max() < 10.0  # uniform draws in the box would land ~50 away
 
 
+def test_given_k_beyond_the_coreset_on_wide_data_releases_k_centres():
+    """Wide data, k larger than the projected coreset: still k centres (the missing ones start
+    as copies of the heaviest points), never as many as the coreset happens to hold."""
+    X, _ = make_blobs(3000, 60, centers=3, cluster_std=1.0, center_box=(-20, 20),
+                      random_state=0)
+    model = _fit(X, n_clusters=40, epsilon=0.5, random_state=0)
+    assert model.coreset_.shape[0] < 40
+    assert model.n_clusters_ == 40 and model.cluster_centers_.shape == (40, 60)
+    assert model.cluster_sizes_.shape == (40,)
+
+
 def test_a_tree_without_cells_passes_its_rho_on():
     """One record: the tree releases no cell, so the coreset step does not run; its share of
     the sums' zCDP block goes to the Lloyd step and the ledger still adds up to the plan."""

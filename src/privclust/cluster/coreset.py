@@ -502,9 +502,10 @@ class CoresetKMeans(PrivateClusterMixin):
         d = space.bounds.shape[0]
         if space.projected and d > SELECT_MAX_FEATURES:
             k_user = choice[0]
-            # given k, a few clusters more than k in the projection, merged down to k at the end
-            over = None if k_user is None else min(points.shape[0], max(
-                k_user, int(np.ceil(GIVEN_K_OVER * k_user))))
+            # given k, a few clusters more than k in the projection (as many as the coreset
+            # holds, and never fewer than k), merged down to k at the end
+            over = None if k_user is None else max(k_user, min(
+                points.shape[0], int(np.ceil(GIVEN_K_OVER * k_user))))
             _, proj, ks = self._choose(tree_engine.X, grid.box, points, weights, over,
                                        *choice[1:], gen, mech)
             labels = nearest_centre(tree_engine.X, proj)
