@@ -14,6 +14,7 @@ from sklearn.metrics import adjusted_rand_score
 from _replay import ReplayMismatch, check_neighbour, neighbours
 from privclust import Accountant, Budget, BudgetExceededError, CoresetKMeans, cli, io
 from privclust.cluster._coreset.select import candidate_ks, silhouette_sum, ward_merge
+from privclust.cluster._coreset.tree import depth_for_k, leaf_capacity
 from privclust.privacy import DELTA_CAP
 
 BOUNDS = (-30.0, 30.0)
@@ -105,18 +106,18 @@ def test_lloyd_steps_on_narrow_data_use_balls_about_the_centres(seed):
 def test_unsupported_clusters_are_dropped_down_to_k():
     """Clusters whose noisy size is below three noise scales are dropped (without k, and given
     k on wide data before the merge down to k), keeping at least the k largest."""
-    from privclust.cluster.coreset import COUNT_SHARE, SUPPORT_SCALES, _supported
+    from privclust.cluster._coreset.combine import COUNT_SHARE, SUPPORT_SCALES, supported
 
     eps = 0.5
     floor = SUPPORT_SCALES / (COUNT_SHARE * eps)  # 40 records
     sizes = np.array([500, 3, 80, -2, 41, 39, 600])
-    np.testing.assert_array_equal(_supported(sizes, eps), sizes >= floor)
-    np.testing.assert_array_equal(_supported(sizes, eps, at_least=4), sizes >= floor)
-    five = _supported(sizes, eps, at_least=5)  # only 4 supported: the 5 largest
+    np.testing.assert_array_equal(supported(sizes, eps), sizes >= floor)
+    np.testing.assert_array_equal(supported(sizes, eps, at_least=4), sizes >= floor)
+    five = supported(sizes, eps, at_least=5)  # only 4 supported: the 5 largest
     np.testing.assert_array_equal(np.flatnonzero(five), [0, 2, 4, 5, 6])
-    assert _supported(np.array([1, 5, 2]), eps).tolist() == [False, True, False]
-    assert _supported(np.array([1, 1]), eps, at_least=9).all()
-    assert _supported(np.zeros(0), eps, at_least=3).size == 0
+    assert supported(np.array([1, 5, 2]), eps).tolist() == [False, True, False]
+    assert supported(np.array([1, 1]), eps, at_least=9).all()
+    assert supported(np.zeros(0), eps, at_least=3).size == 0
 
 
 def test_takes_n_clusters_when_given(blobs):
@@ -187,7 +188,7 @@ def _check_all(make, X, bounds):
 
 
 @pytest.mark.parametrize("case", ["public", "private", "pure", "k given", "projected",
-                                  "wide"])
+                                  "wide", "k given, fewer levels"])
 def test_decides_from_releases_only(case):
     d = {"projected": 12, "wide": 52}.get(case, 2)
     X, _ = make_blobs(1500, d, centers=3, cluster_std=0.4, center_box=(-2, 2),
@@ -195,7 +196,8 @@ def test_decides_from_releases_only(case):
     X = np.clip(X, -3, 3)
     kw = {"epsilon": 1.0, "bounds": (-3.0, 3.0), "random_state": 5, "max_depth": 4}
     kw |= {"private": {"bounds": "private"}, "pure": {"delta": 0.0},
-           "k given": {"n_clusters": 3}}.get(case, {})
+           "k given": {"n_clusters": 3},
+           "k given, fewer levels": {"n_clusters": 8, "max_depth": None}}.get(case, {})
     _check_all(lambda: CoresetKMeans(**kw), X, (-3.0, 3.0))
 
 
@@ -276,6 +278,44 @@ def test_given_k_beyond_the_coreset_on_wide_data_releases_k_centres():
     assert model.coreset_.shape[0] < 40
     assert model.n_clusters_ == 40 and model.cluster_centers_.shape == (40, 60)
     assert model.cluster_sizes_.shape == (40,)
+
+
+def test_depth_for_k_stops_where_the_leaves_suffice():
+    """Fewer levels share the tree's epsilon among fewer counts, so each floor is lower and
+    more leaves fit; the deepest tree with enough of them wins, never below the minimum."""
+    caps = [leaf_capacity(20000, 0.25, depth, 10) for depth in range(7, 0, -1)]
+    assert caps == sorted(caps)  # shallower: more possible leaves
+    depth = depth_for_k(26, 20000, 0.25, 10, 7, 4.0, 4)
+    assert leaf_capacity(20000, 0.25, depth, 10) >= 4.0 * 26
+    assert leaf_capacity(20000, 0.25, depth + 1, 10) < 4.0 * 26
+    assert depth_for_k(2, 20000, 0.25, 10, 7, 4.0, 4) == 7  # plenty of leaves: unchanged
+    assert depth_for_k(26, 20000, 0.05, 10, 7, 4.0, 4) == 4  # never below the minimum
+
+
+def test_given_k_a_thin_tree_grows_fewer_levels_with_their_budget():
+    """Given k on data whose released count leaves too few leaves per cluster: the levels
+    not grown give their epsilon to the others, the report says so, the total is the plan's;
+    with max_depth set, or without k, every level is planned and grown as asked."""
+    X, _ = make_blobs(4000, 4, centers=12, cluster_std=0.3, center_box=(-2.5, 2.5),
+                      random_state=0)
+    model = _fit(X, n_clusters=12, epsilon=0.3, random_state=0)
+    report = model.privacy_report_
+    plan = {line["item"]: line for line in report.plan}
+    moved = [f"cell counts, level {lv}" for lv in range(5, 8)]
+    assert all(plan[name]["epsilon"] == 0.0 for name in moved)
+    assert plan["cell counts, level 1"]["epsilon"] == pytest.approx(
+        plan["cell counts, level 4"]["epsilon"])
+    assert any("given k = 12, 4 levels" in note for note in report.notes)
+    assert report.total().epsilon == pytest.approx(0.3, rel=1e-9)
+    levels = [r.target for r in report.releases if r.target.startswith("cell counts")]
+    assert len(levels) == 4 and ", level 4 " in levels[-1]
+    lloyd = {r.target for r in report.releases if r.target.startswith("cluster sums")}
+    assert lloyd == {"cluster sums, coreset step", "cluster sums, Lloyd step 1",
+                     "cluster sums, Lloyd step 2"}
+    for kw in ({"n_clusters": 12, "max_depth": 7}, {}):
+        other = _fit(X, epsilon=0.3, random_state=0, **kw).privacy_report_
+        assert {line["item"]: line for line in other.plan}["cell counts, level 7"][
+            "epsilon"] > 0
 
 
 def test_a_tree_without_cells_passes_its_rho_on():

@@ -471,6 +471,24 @@ def test_plan_validation_and_moving_unspent_budget():
     assert plan.unspent() == [("averages", pytest.approx(0.7), "not used by this fit")]
 
 
+def test_spreading_unspent_budget_over_several_items():
+    """Levels not grown give their epsilon to the levels that are, in equal parts; the
+    total stays the plan's, and a target that has spent refuses it."""
+    plan = PrivacyPlan("t", 1.0, 0.0)
+    for lv in range(1, 5):
+        plan.add(f"level {lv}", "geometric", "pure", 0.25)
+    moved = plan.spread_unspent(["level 3", "level 4"], ["level 1", "level 2"], "shallower")
+    assert moved == pytest.approx(0.5)
+    assert [plan.item(f"level {lv}").epsilon for lv in range(1, 5)] == pytest.approx(
+        [0.5, 0.5, 0.0, 0.0])
+    assert plan.total().epsilon == pytest.approx(1.0)
+    assert "moved to 'level 1', 'level 2': shallower" in plan.item("level 3").unspent_reason
+    plan.charge("level 1", 0.5)
+    plan.add("level 5", "geometric", "pure", 0.0)
+    with pytest.raises(PlanExceededError, match="already spent"):
+        plan.spread_unspent(["level 5"], ["level 1", "level 2"], "again")
+
+
 def test_delta_rule_resolves_once_for_a_composite_plan():
     plan = PrivacyPlan("pipe", 1.0, None)
     assert plan.reserved() == Budget(1.0, DELTA_CAP)

@@ -7,6 +7,7 @@ coreset and the centres are refined on the data with noisy sizes and sums.
 
 from __future__ import annotations
 
+import math
 import numbers
 from typing import NamedTuple
 
@@ -27,9 +28,10 @@ from ._base import (
     nearest_centre,
 )
 from ._centres import finish_centre_fit
+from ._coreset.combine import extra_centres, inverse_variance, merged_centres, supported
 from ._coreset.refine import COUNT_SHARE, ball_step, centre_variance, corrected_nearest
 from ._coreset.select import candidate_ks, fit_centres, silhouette_sum, ward_merge
-from ._coreset.tree import Grid, Space, grow, leaf_summary, level_budgets
+from ._coreset.tree import Grid, Space, depth_for_k, grow, leaf_summary, level_budgets
 
 __all__ = ["CoresetKMeans"]
 
@@ -67,11 +69,6 @@ BALL_FACTOR = 2.0
 RADIUS_SHARE = 0.02
 RADIUS_QUANTILE = 0.9
 RADIUS_MARGIN = 1.5
-#: A refined coreset point (and, for wide data, a recovered cluster) is kept when its noisy
-#: size reaches this many noise scales of its count (an empty one passes with probability about
-#: ``e^-3 / 2``): unsupported points drew centres of their own, and an empty cluster's fallback
-#: centre (the middle of the bounds) can sit among the records when the noise is large.
-SUPPORT_SCALES = 3.0
 #: Restarts of the weighted k-means on the coreset (post-processing).
 N_INIT = 3
 #: Share of the refinement's budget for the step at the coreset's resolution (one cluster per
@@ -88,6 +85,15 @@ WIDE_N_LLOYD = 3
 #: hold two clusters in one now and then; with exactly k clusters, k-means on the coreset
 #: would have to merge two distinct clusters for every split one.
 GIVEN_K_OVER = 1.3
+#: Given k, data up to ``SELECT_MAX_FEATURES`` features (``max_depth=None``): when the released
+#: record count and epsilon leave the tree fewer than ``GIVEN_K_LEAVES`` possible leaves per
+#: cluster (:func:`~privclust.cluster._coreset.tree.leaf_capacity`), the tree stops at the
+#: deepest level that has them (at least ``GIVEN_K_MIN_DEPTH``), and the levels not grown give
+#: their budget to those that are; and ``n_lloyd=None`` means ``GIVEN_K_N_LLOYD`` steps (a thin
+#: coreset starts some centres as copies of its heaviest points, which a second step separates).
+GIVEN_K_LEAVES = 4.0
+GIVEN_K_MIN_DEPTH = 4
+GIVEN_K_N_LLOYD = 2
 WIDE_FIRST_SHARE = 0.3
 #: Data with more features ("wide") chooses k among clusterings of the coreset in the
 #: projection, scored there (the k-d tree's distances cost O(d) each, and each refined point's
@@ -142,7 +148,7 @@ class CoresetKMeans(PrivateClusterMixin):
        Given ``n_clusters``, weighted k-means with that k replaces the choice (wide data: with
        ``GIVEN_K_OVER`` times k, the unsupported dropped and the rest merged down to k after
        the recovery; points the coreset lacks start as copies of its heaviest points).
-    6. **Lloyd steps** (``n_lloyd``; None: 1, and 3 for data over 50 features), in the
+    6. **Lloyd steps** (``n_lloyd``; None: 1, 2 given k, and 3 for data over 50 features), in the
        original space: noisy sizes and sums of the records nearest every centre, each
        restricted to a ball about its centre whose radius is a private quantile of the
        records' distances from their centres (corrected for the centres' public noise
@@ -159,7 +165,9 @@ class CoresetKMeans(PrivateClusterMixin):
     the gaps of the distances, each record's rank moving by at most 1; likewise before every Lloyd
     step, from the step's budget), the tree's levels (each level's cells partition the
     records: sensitivity 1 per level; a level that releases nothing is released once more with the
-    budget of the levels below, a privacy filter, so every path spends the plan), the choice of k
+    budget of the levels below, a privacy filter, so every path spends the plan; given k, how many
+    levels grow, and so each level's budget, is chosen from the released record count, the
+    total unchanged: again a filter), the choice of k
     (exponential mechanism, sensitivity 1: the candidates are public, computed from released values,
     and each record adds one term in ``[0, 1]`` to every score, rounded down to a public grid and
     summed exactly; the scores are monotone, so without the factor 2) and every refinement step
@@ -226,6 +234,13 @@ class CoresetKMeans(PrivateClusterMixin):
       Fashion-MNIST embedding ARI 0.704 -> 0.730 at 0.5; without k at 0.25 with private
       bounds, Gas Turbine 2.10x -> 1.59x; within 0.02x elsewhere (Cluto-t4, HTRU2 and
       Shuttle slightly worse).
+    * Given k, a shallower tree when the released count leaves it room for fewer than four
+      leaves per cluster, and two Lloyd steps (public bounds, five seeds, cost over
+      non-private KMeans): UCI Letter 1.48x -> 1.38x at epsilon 0.5 (21-23 leaves for 26
+      clusters before, 34-38 after; depth 4 with one step 1.42x, depth 7 with two 1.42x) and
+      1.66x -> 1.60x at 0.25, Synth-10d 2.47x -> 2.15x at 0.25 (worst seed 66x -> 2.9x); two
+      steps elsewhere within 0.02x of one. Wide data keeps its seven levels: four took
+      Synth-100d at epsilon 0.25 from 146x to 253x (seeds 0-2).
     * Uniform budget over 7 tree levels: budgets growing 1.5x per level starved the top
       levels (Synth-10d: 14 leaves, k = 8-12, ARI 0.17).
     * Shares 0.02, 0.5, 0.03, 0.45 (record count, tree, choice, refinement), five seeds:
@@ -251,9 +266,12 @@ class CoresetKMeans(PrivateClusterMixin):
         Data with more features is projected to this many dimensions for the tree (None:
         10; at most 20).
     max_depth : int or None
-        Levels of the tree (None: 7).
+        Levels of the tree (None: 7; given ``n_clusters`` on data up to 50 features, fewer,
+        down to 4, when the released record count and epsilon leave the tree room for fewer
+        than 4 leaves per cluster; the levels not grown give their budget to the others).
     n_lloyd : int or None
-        Lloyd steps after the choice of k (None: 1; 3 for data over 50 features).
+        Lloyd steps after the choice of k (None: 1; 2 given ``n_clusters``; 3 for data over 50
+        features).
     shares : tuple of four floats or None
         Budget shares of the record count, the tree, the choice of k and the refinement
         (None: 0.02, 0.5, 0.03, 0.45); with ``n_clusters`` given, the choice's share goes to the
@@ -443,7 +461,7 @@ class CoresetKMeans(PrivateClusterMixin):
         p = min(d, DEFAULT_PROJECTED if p_user is None else p_user)
         wide = p < d and d > SELECT_MAX_FEATURES
         if n_lloyd is None:
-            n_lloyd = WIDE_N_LLOYD if wide else 1
+            n_lloyd = WIDE_N_LLOYD if wide else 1 if k_user is None else GIVEN_K_N_LLOYD
         steps = self._steps(n_lloyd, wide)
         # measured: ~6e-8 s per record, projected dimension and level (cell keys), the
         # projection, and ~4e-10 s per record, centre and feature per refinement step
@@ -465,6 +483,8 @@ class CoresetKMeans(PrivateClusterMixin):
         mech = Mechanisms(source, report, plan)
         with fit_progress("CoresetKMeans", depth + 2 + len(steps)) as step:
             n_hat = self._record_count(engine, mech, plan, plan.epsilon * shares[0])
+            if k_user is not None and self.max_depth is None and not wide:
+                levels, budgets = self._given_k_levels(plan, levels, budgets, k_user, n_hat, p)
             rho = None
             if space.projected:
                 rho = self._data_radius(engine, mech, space)
@@ -515,7 +535,7 @@ class CoresetKMeans(PrivateClusterMixin):
             R, R_sizes = ball_step(engine, mech, labels, mid, np.full(m, rho), first.epsilon,
                                    items=first.names, label="recovery", bounds=space.bounds,
                                    rho=first.rho)
-            keep = _supported(R_sizes, first.epsilon, at_least=choice[0] or 1)
+            keep = supported(R_sizes, first.epsilon, at_least=choice[0] or 1)
             R, R_sizes = R[keep], R_sizes[keep]
             step()
             var = centre_variance(np.full(R.shape[0], rho), R_sizes, first.epsilon, first.rho,
@@ -529,7 +549,7 @@ class CoresetKMeans(PrivateClusterMixin):
             R, R_sizes, R_spread = self._overcluster(engine, tree_engine, mech, space, points,
                                                      spread2, steps[0], rho)
             if R.shape[0]:  # points the data does not support would draw a centre of their own
-                keep = _supported(R_sizes, steps[0].epsilon)
+                keep = supported(R_sizes, steps[0].epsilon)
                 R, R_sizes = R[keep], R_sizes[keep]
                 R_spread = None if R_spread is None else R_spread[keep]
             k, centres, ks = self._choose(engine.X, space.bounds, R, R_sizes, *choice, gen,
@@ -540,7 +560,7 @@ class CoresetKMeans(PrivateClusterMixin):
         # the refined points' noisy sizes and noise, carried by the centres made of them
         first_radius = np.zeros(0) if not R.shape[0] else np.full(R.shape[0], rho) \
             if space.projected else self._point_radius(R_spread, space.bounds)
-        sizes, var = _merged(R, R_sizes, centre_variance(
+        sizes, var = merged_centres(R, R_sizes, centre_variance(
             first_radius, R_sizes, steps[0].epsilon, steps[0].rho, d), centres)
         centres, sizes, history = self._lloyd(engine, mech, space, centres, sizes, var,
                                               steps[1:], step)
@@ -568,6 +588,22 @@ class CoresetKMeans(PrivateClusterMixin):
         if plan.delta_rule:
             plan.resolve_delta(max(n_hat, 1), "the released record count")
         return max(n_hat, 0)
+
+    @staticmethod
+    def _given_k_levels(plan, levels, budgets, k, n_hat, p):
+        """Given k: the tree's levels cut to :func:`depth_for_k` of the released record count,
+        the levels not grown giving their budget to the others in equal parts (a privacy filter:
+        budgets chosen from released values, the plan's total unchanged). Returns the levels
+        and their budgets."""
+        grown = depth_for_k(k, n_hat, math.fsum(budgets), p, len(levels), GIVEN_K_LEAVES,
+                            GIVEN_K_MIN_DEPTH)
+        if grown == len(levels):
+            return levels, budgets
+        plan.spread_unspent(levels[grown:], levels[:grown],
+                            f"given k = {k}, {grown} levels: the deepest tree with room for "
+                            f"{GIVEN_K_LEAVES:g} leaves per cluster (at least "
+                            f"{GIVEN_K_MIN_DEPTH} levels), from the released record count")
+        return levels[:grown], [plan.item(name).epsilon for name in levels[:grown]]
 
     @staticmethod
     def _data_radius(engine, mech, space) -> float:
@@ -638,7 +674,7 @@ class CoresetKMeans(PrivateClusterMixin):
         m = P.shape[0]
         if k_user is not None:
             centres = fit_centres(P, w, k_user, int(gen.integers(0, 2**31 - 1)), N_INIT)
-            return k_user, np.vstack([centres, _extra_centres(
+            return k_user, np.vstack([centres, extra_centres(
                 P, w, k_user - centres.shape[0], box, gen)]), []
         k_max = min(MAX_CHOSEN_K, k_cap or MAX_CHOSEN_K, m, int(n_hat * eps / RECORDS_PER_EPS))
         if k_max < 2:
@@ -687,7 +723,7 @@ class CoresetKMeans(PrivateClusterMixin):
                                    items=names[:2], label=label, bounds=bounds, rho=budget.rho,
                                    fallback=centres)
             new_var = centre_variance(radius, sizes, budget.epsilon, budget.rho, d)
-            w, var = _inverse_variance(var, new_var)
+            w, var = inverse_variance(var, new_var)
             centres = np.clip(centres + w[:, None] * (new - centres), bounds[:, 0], bounds[:, 1])
             history.append(centres)
             step()
@@ -706,60 +742,3 @@ class CoresetKMeans(PrivateClusterMixin):
             f"refinement: {', '.join(steps) or 'none'}",
             "labels_ are the private centres applied to X (post-processing, not a release)",
         ]
-
-
-def _extra_centres(P, w, count, box, gen) -> np.ndarray:
-    """Centres for a given k the coreset's ``m < k`` points cannot supply (post-processing,
-    public randomness): copies of the heaviest points, each moved by a small public random
-    offset (1e-3 of the box's width per feature), so the Lloyd steps split the heaviest
-    clusters between the copies; without points, uniform draws in the box."""
-    d = box.shape[0]
-    if count <= 0:
-        return np.zeros((0, d))
-    if P.shape[0] == 0:
-        return gen.uniform(box[:, 0], box[:, 1], size=(count, d))
-    order = np.argsort(-np.asarray(w, dtype=float), kind="stable")
-    base = P[order[np.arange(count) % order.size]]
-    offset = gen.uniform(-1.0, 1.0, size=(count, d)) * 1e-3 * (box[:, 1] - box[:, 0])
-    return np.clip(base + offset, box[:, 0], box[:, 1])
-
-
-def _supported(sizes, eps_step, at_least: int = 1) -> np.ndarray:
-    """Which clusters a step's noisy sizes support (post-processing): a noisy size of at
-    least ``SUPPORT_SCALES`` noise scales of the step's count; when fewer, the ``at_least``
-    largest (ties: the first)."""
-    sizes = np.asarray(sizes)
-    keep = sizes >= SUPPORT_SCALES / (COUNT_SHARE * eps_step)
-    if keep.sum() < min(at_least, sizes.size):
-        keep = np.zeros(sizes.size, dtype=bool)
-        keep[np.argsort(-sizes, kind="stable")[:at_least]] = True
-    return keep
-
-
-def _inverse_variance(var, new_var):
-    """Weights of new estimates averaged with old ones by inverse noise variance, and the
-    averages' variances (inf: no estimate; the new one replaces an unknown old one, an
-    unknown new one keeps the old)."""
-    old_inf, new_inf = np.isinf(var), np.isinf(new_var)
-    both = ~(old_inf | new_inf)
-    v, nv = np.where(both, var, 1.0), np.where(both, new_var, 1.0)
-    w = np.where(new_inf, 0.0, np.where(old_inf, 1.0, v / np.maximum(v + nv, 1e-300)))
-    out = np.where(old_inf, new_var, np.where(new_inf, var, v * nv / np.maximum(v + nv, 1e-300)))
-    return w, out
-
-
-def _merged(points, sizes, var, centres):
-    """Each centre taken as the weighted mean of the refined points nearest it: its noisy
-    size (the points' noisy sizes, at least 0, summed and rounded) and its noise variance per
-    coordinate (``sum w_i^2 var_i / (sum w_i)^2``; inf where no point supports it), from one
-    assignment. Post-processing of public scales and released sizes."""
-    k = centres.shape[0]
-    if points.shape[0] == 0:
-        return np.zeros(k, dtype=np.int64), np.full(k, np.inf)
-    lab = nearest_centre(points, centres)
-    w = np.maximum(np.asarray(sizes, dtype=float), 0.0)
-    v = np.where(np.isinf(var), 0.0, var)
-    num = np.bincount(lab, weights=w**2 * v, minlength=k)
-    den = np.bincount(lab, weights=w, minlength=k)
-    return (np.rint(den).astype(np.int64),
-            np.where(den > 0, num / np.maximum(den**2, 1e-300), np.inf))

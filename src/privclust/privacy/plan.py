@@ -297,11 +297,19 @@ class PrivacyPlan:
     def move_unspent(self, names, to: str, reason: str) -> float:
         """Move what the items ``names`` did not spend (epsilon and delta) to item ``to``, which
         must not have spent anything yet. Returns the epsilon moved."""
-        target = self.item(to)
-        if target.spent_epsilon or target.spent_rho:
-            raise PlanExceededError(f"cannot move budget to {to!r}: it has already spent")
-        if target.kind == "zcdp":
-            raise PlanExceededError("budget is moved to pure or approximate items only")
+        return self.spread_unspent(names, [to], reason)
+
+    def spread_unspent(self, names, to, reason: str) -> float:
+        """Move what the items ``names`` did not spend (epsilon and delta) to the items ``to``,
+        in equal parts; none of them may have spent anything yet. Returns the epsilon moved.
+        A budget re-split on released values keeps the plan's total: a privacy filter."""
+        targets = [self.item(t) for t in to]
+        for name, target in zip(to, targets, strict=True):
+            if target.spent_epsilon or target.spent_rho:
+                raise PlanExceededError(f"cannot move budget to {name!r}: it has already spent")
+            if target.kind == "zcdp":
+                raise PlanExceededError("budget is moved to pure or approximate items only")
+        where = ", ".join(repr(t) for t in to)
         moved_eps = moved_share = 0.0
         for name in names:
             item = self.item(name)
@@ -310,13 +318,14 @@ class PrivacyPlan:
             moved_eps += item.epsilon
             moved_share += item.delta_share
             item.epsilon, item.delta_share = 0.0, 0.0
-            item.unspent_reason = f"moved to {to!r}: {reason}"
-        if moved_share and target.kind == "pure":
-            raise PlanExceededError(f"cannot move delta to the pure item {to!r}")
-        target.epsilon += moved_eps
-        target.delta_share += moved_share
+            item.unspent_reason = f"moved to {where}: {reason}"
+        if moved_share and any(t.kind == "pure" for t in targets):
+            raise PlanExceededError(f"cannot move delta to the pure item(s) {where}")
+        for target in targets:
+            target.epsilon += moved_eps / len(targets)
+            target.delta_share += moved_share / len(targets)
         if moved_eps:
-            self.notes.append(f"epsilon {moved_eps:.4g} moved to {to!r}: {reason}")
+            self.notes.append(f"epsilon {moved_eps:.4g} moved to {where}: {reason}")
         return moved_eps
 
     def leave_unspent(self, name: str, reason: str) -> None:
@@ -542,6 +551,10 @@ class PlanPart:
 
     def move_unspent(self, names, to, reason):
         return self.parent.move_unspent([self._name(n) for n in names], self._name(to), reason)
+
+    def spread_unspent(self, names, to, reason):
+        return self.parent.spread_unspent([self._name(n) for n in names],
+                                          [self._name(t) for t in to], reason)
 
     def leave_unspent(self, name, reason):
         self.parent.leave_unspent(self._name(name), reason)

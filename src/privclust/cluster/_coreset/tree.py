@@ -22,7 +22,8 @@ from ..dpcube import _Grid as _ShiftedGrid
 from ..hst import _release_level as _release
 from ..hst import hst_threshold, level_keys
 
-__all__ = ["Grid", "Space", "grow", "leaf_summary", "level_budgets"]
+__all__ = ["Grid", "Space", "depth_for_k", "grow", "leaf_capacity", "leaf_summary",
+           "level_budgets"]
 
 #: A released cell counts as data only when its noisy count reaches the level's threshold by
 #: this many noise scales (``1 / eps_level``): empty cells released by noise carry no weight.
@@ -87,6 +88,25 @@ def level_budgets(epsilon: float, depth: int, growth: float) -> list[float]:
     parts = [float(v) for v in epsilon * raw / raw.sum()]
     parts[-1] = epsilon - math.fsum(parts[:-1])
     return parts
+
+
+def leaf_capacity(n_hat: float, epsilon: float, depth: int, p: int) -> float:
+    """The most leaves a tree of ``depth`` levels sharing ``epsilon`` equally can hold
+    significant counts in: ``n_hat`` over the last level's significance floor (its
+    threshold plus ``SIGNIFICANT_MARGIN`` noise scales). Public values only."""
+    eps = epsilon / depth
+    return n_hat / (hst_threshold(eps, 1 << p) + SIGNIFICANT_MARGIN / eps)
+
+
+def depth_for_k(k: int, n_hat: float, epsilon: float, p: int, depth: int,
+                leaves_per_cluster: float, min_depth: int) -> int:
+    """The deepest tree, at most ``depth`` levels and at least ``min_depth``, whose
+    :func:`leaf_capacity` reaches ``leaves_per_cluster`` leaves per cluster: fewer levels,
+    more budget each, lower floors. Public values only (``n_hat`` is released)."""
+    for levels in range(depth, min_depth, -1):
+        if leaf_capacity(n_hat, epsilon, levels, p) >= leaves_per_cluster * k:
+            return levels
+    return min(depth, min_depth)
 
 
 def grow(engine, mech, grid, items, budgets, retry, step):

@@ -1,0 +1,77 @@
+"""How :class:`~privclust.cluster.coreset.CoresetKMeans` combines released estimates into
+centres (post-processing of released values and public noise scales only): which clusters the
+noisy sizes support, averages by inverse noise variance, centres as weighted means of refined
+coreset points, and starting centres for a given k beyond the coreset.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._base import nearest_centre
+from .refine import COUNT_SHARE
+
+__all__ = ["SUPPORT_SCALES", "extra_centres", "inverse_variance", "merged_centres", "supported"]
+
+#: A refined coreset point (and, for wide data, a recovered cluster) is kept when its noisy
+#: size reaches this many noise scales of its count (an empty one passes with probability about
+#: ``e^-3 / 2``): unsupported points drew centres of their own, and an empty cluster's fallback
+#: centre (the middle of the bounds) can sit among the records when the noise is large.
+SUPPORT_SCALES = 3.0
+
+
+def extra_centres(P, w, count, box, gen) -> np.ndarray:
+    """Centres for a given k the coreset's ``m < k`` points cannot supply (post-processing,
+    public randomness): copies of the heaviest points, each moved by a small public random
+    offset (1e-3 of the box's width per feature), so the Lloyd steps split the heaviest
+    clusters between the copies; without points, uniform draws in the box."""
+    d = box.shape[0]
+    if count <= 0:
+        return np.zeros((0, d))
+    if P.shape[0] == 0:
+        return gen.uniform(box[:, 0], box[:, 1], size=(count, d))
+    order = np.argsort(-np.asarray(w, dtype=float), kind="stable")
+    base = P[order[np.arange(count) % order.size]]
+    offset = gen.uniform(-1.0, 1.0, size=(count, d)) * 1e-3 * (box[:, 1] - box[:, 0])
+    return np.clip(base + offset, box[:, 0], box[:, 1])
+
+
+def supported(sizes, eps_step, at_least: int = 1) -> np.ndarray:
+    """Which clusters a step's noisy sizes support (post-processing): a noisy size of at
+    least ``SUPPORT_SCALES`` noise scales of the step's count; when fewer, the ``at_least``
+    largest (ties: the first)."""
+    sizes = np.asarray(sizes)
+    keep = sizes >= SUPPORT_SCALES / (COUNT_SHARE * eps_step)
+    if keep.sum() < min(at_least, sizes.size):
+        keep = np.zeros(sizes.size, dtype=bool)
+        keep[np.argsort(-sizes, kind="stable")[:at_least]] = True
+    return keep
+
+
+def inverse_variance(var, new_var):
+    """Weights of new estimates averaged with old ones by inverse noise variance, and the
+    averages' variances (inf: no estimate; the new one replaces an unknown old one, an
+    unknown new one keeps the old)."""
+    old_inf, new_inf = np.isinf(var), np.isinf(new_var)
+    both = ~(old_inf | new_inf)
+    v, nv = np.where(both, var, 1.0), np.where(both, new_var, 1.0)
+    w = np.where(new_inf, 0.0, np.where(old_inf, 1.0, v / np.maximum(v + nv, 1e-300)))
+    out = np.where(old_inf, new_var, np.where(new_inf, var, v * nv / np.maximum(v + nv, 1e-300)))
+    return w, out
+
+
+def merged_centres(points, sizes, var, centres):
+    """Each centre taken as the weighted mean of the refined points nearest it: its noisy
+    size (the points' noisy sizes, at least 0, summed and rounded) and its noise variance per
+    coordinate (``sum w_i^2 var_i / (sum w_i)^2``; inf where no point supports it), from one
+    assignment. Post-processing of public scales and released sizes."""
+    k = centres.shape[0]
+    if points.shape[0] == 0:
+        return np.zeros(k, dtype=np.int64), np.full(k, np.inf)
+    lab = nearest_centre(points, centres)
+    w = np.maximum(np.asarray(sizes, dtype=float), 0.0)
+    v = np.where(np.isinf(var), 0.0, var)
+    num = np.bincount(lab, weights=w**2 * v, minlength=k)
+    den = np.bincount(lab, weights=w, minlength=k)
+    return (np.rint(den).astype(np.int64),
+            np.where(den > 0, num / np.maximum(den**2, 1e-300), np.inf))
