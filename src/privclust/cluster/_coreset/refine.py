@@ -90,13 +90,17 @@ def corrected_nearest(X, centres, offset):
     n = X.shape[0]
     labels = np.empty(n, dtype=np.int64)
     dist = np.empty(n)
+    offset = np.broadcast_to(np.asarray(offset, dtype=np.float64), centres.shape[:1])
     cc = np.einsum("ij,ij->i", centres, centres) - offset
     for start in range(0, n, _ROWS // 16):
         x = np.asarray(X[start:start + _ROWS // 16], dtype=np.float64)
         d2 = cc[None, :] - 2.0 * (x @ centres.T)
         j = np.argmin(d2, axis=1)
         labels[start:start + x.shape[0]] = j
-        best = d2[np.arange(x.shape[0]), j] + np.einsum("ij,ij->i", x, x)
+        # the value from the record and its centre alone: the product's rounding depends on
+        # how the chunk is blocked, so one record more or less could move another's value
+        diff = x - centres[j]
+        best = np.einsum("ij,ij->i", diff, diff) - offset[j]
         dist[start:start + x.shape[0]] = np.sqrt(np.maximum(best, 0.0))
     return labels, dist
 
