@@ -14,7 +14,7 @@ from sklearn.metrics import adjusted_rand_score
 from _replay import ReplayMismatch, check_neighbour, neighbours
 from privclust import Accountant, Budget, BudgetExceededError, CoresetKMeans, cli, io
 from privclust.cluster._coreset.select import candidate_ks, silhouette_sum, ward_merge
-from privclust.cluster._coreset.tree import depth_for_k, leaf_capacity
+from privclust.cluster._coreset.tree import Grid, depth_for_k, leaf_capacity, leaf_summary
 from privclust.privacy import DELTA_CAP
 
 BOUNDS = (-30.0, 30.0)
@@ -278,6 +278,24 @@ def test_given_k_beyond_the_coreset_on_wide_data_releases_k_centres():
     assert model.coreset_.shape[0] < 40
     assert model.n_clusters_ == 40 and model.cluster_centers_.shape == (40, 60)
     assert model.cluster_sizes_.shape == (40,)
+
+
+def test_a_cell_keeps_a_significant_rest_as_a_leaf_of_its_own():
+    """A released cell of 3000 whose one released child holds 1000: by default the child
+    takes the whole weight; with keep_rest the other 2000 (a cluster spread over children
+    below the threshold) stay on the parent, a second coreset point, and a rest below the
+    children's floor is still shared."""
+    grid = Grid(np.array([[0.0, 8.0], [0.0, 8.0]]), np.zeros(2))
+    level1 = (np.array([[0, 0]]), np.array([3000]), np.array([0]), 100.0, 1)
+    level2 = (np.array([[0, 0]]), np.array([1000]), np.array([0]), 100.0, 2)
+    points, weights, _ = leaf_summary(grid, [level1, level2])
+    assert weights.tolist() == [3000.0] and points.shape == (1, 2)
+    points, weights, _ = leaf_summary(grid, [level1, level2], keep_rest=True)
+    assert sorted(weights.tolist()) == [1000.0, 2000.0]
+    assert not np.allclose(points[0], points[1])  # the parent's centre and the child's
+    level2_most = (np.array([[0, 0]]), np.array([2950]), np.array([0]), 100.0, 2)
+    _, weights, _ = leaf_summary(grid, [level1, level2_most], keep_rest=True)
+    assert weights.tolist() == [3000.0]
 
 
 def test_depth_for_k_stops_where_the_leaves_suffice():

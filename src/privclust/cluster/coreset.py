@@ -131,10 +131,11 @@ class CoresetKMeans(PrivateClusterMixin):
        middle of the bounds first narrows the projected box (private bounds are often several
        times wider than the data) and sets the radius of the refinement's balls.
     3. **The coreset**: the released leaves at their centres, each with its noisy count (a
-       cell's noisy count less its released children's is shared among them) and the spread
-       of a record over its cell. Its size comes from ``n_hat`` and epsilon through the tree's
-       thresholds (a leaf holds at least about ``ln(2^p / 0.25) / eps_level`` records), not
-       from k.
+       cell's noisy count less its released children's is shared among them; for data over
+       50 features a rest that reaches the children's significance floor stays on the cell,
+       a leaf of its own) and the spread of a record over its cell. Its size comes from
+       ``n_hat`` and epsilon through the tree's thresholds (a leaf holds at least about
+       ``ln(2^p / 0.25) / eps_level`` records), not from k.
     4. **One cluster per coreset point, refined** (up to 50 features): the records nearest
        each point, restricted to a ball about it, give a noisy size and a noisy sum
        (:mod:`privclust.cluster._coreset.refine`): the coreset moved onto the data's means.
@@ -241,6 +242,15 @@ class CoresetKMeans(PrivateClusterMixin):
       1.66x -> 1.60x at 0.25, Synth-10d 2.47x -> 2.15x at 0.25 (worst seed 66x -> 2.9x); two
       steps elsewhere within 0.02x of one. Wide data keeps its seven levels: four took
       Synth-100d at epsilon 0.25 from 146x to 253x (seeds 0-2).
+    * Wide data: a cell's significant rest kept as a leaf of its own. Shared among the
+      released children, the rest of a cluster spread over children below the threshold went
+      to a sibling cluster's leaf, and the cluster lost its records to it in the recovery
+      (Synth-100d, five seeds, ``bounds="private"``): without k, ARI at epsilon 0.25 0.984 ->
+      1.000 (k = 64 on four seeds, 63 on one; before 62-64), cost at epsilon 1 1.62x -> 1.13x,
+      at 0.5 20.6x -> 16.7x; given k, 47.8x -> 14.4x at 0.5 and 457x -> 362x at 0.25 (public
+      bounds given k: 3.42x either way at 0.5, 146x -> 206x at 0.25). Narrower data, whose
+      coreset step refines every point on the data, did worse with it (Synth-10d without k at
+      0.25: 26.9x -> 36.8x, Cluto-t4 ARI 0.297 -> 0.263).
     * Uniform budget over 7 tree levels: budgets growing 1.5x per level starved the top
       levels (Synth-10d: 14 leaves, k = 8-12, ARI 0.17).
     * Shares 0.02, 0.5, 0.03, 0.45 (record count, tree, choice, refinement), five seeds:
@@ -493,7 +503,7 @@ class CoresetKMeans(PrivateClusterMixin):
                 else engine
             grid = Grid(space.box, shift * (space.box[:, 1] - space.box[:, 0]))
             released = grow(tree_engine, mech, grid, levels, budgets, _RETRY, step)
-            points, weights, spread2 = leaf_summary(grid, released)
+            points, weights, spread2 = leaf_summary(grid, released, keep_rest=wide)
             step()
             budgets_ = [Step(names, e, r) for names, e, r in zip(
                 items, eps_steps, self._step_rhos(plan, eps_steps, pure_plan), strict=True)]

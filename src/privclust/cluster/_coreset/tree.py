@@ -147,13 +147,17 @@ def grow(engine, mech, grid, items, budgets, retry, step):
     return out
 
 
-def leaf_summary(grid, released):
+def leaf_summary(grid, released, keep_rest: bool = False):
     """The weighted coreset (post-processing of the released counts): the released cells
     without released children, at their centres, with their spread (:meth:`Grid.spread2`).
     Top-down, a cell's noisy count less those of its released children (records in children
     below the threshold) is shared among those children in proportion to their noisy counts,
-    so the whole weight ends on leaves near the data. A cell counts only when its noisy count
-    reaches its level's significance floor. Returns ``(points, weights, spread2)``."""
+    so the whole weight ends on leaves near the data. With ``keep_rest``, a cell whose rest
+    reaches the children's significance floor keeps it as a leaf of its own instead: a
+    cluster spread over children that each fall below the threshold stays in the coreset,
+    rather than lending its weight to a sibling cluster's leaf. A cell counts only when its
+    noisy count reaches its level's significance floor. Returns ``(points, weights,
+    spread2)``."""
     pts, wts, spr = [], [], []
     extra = np.zeros(released[0][0].shape[0]) if released else None
     for i, (cells, counts, _, floor, level) in enumerate(released):
@@ -163,9 +167,11 @@ def leaf_summary(grid, released):
             _, child_counts, parent, child_floor, _ = released[i + 1]
             child = np.where(child_counts >= child_floor, child_counts, 0.0)
             below = np.bincount(parent, weights=child, minlength=cells.shape[0])
-            share = np.maximum(total - below, 0.0) / np.maximum(below, 1e-12)
+            rest = total - below
+            own = (below > 0) & (rest >= child_floor) if keep_rest else np.zeros(below.shape, bool)
+            share = np.where(own, 0.0, np.maximum(rest, 0.0)) / np.maximum(below, 1e-12)
             extra = child * share[parent]
-            w = np.where(below > 0, 0.0, total)
+            w = np.where(below > 0, np.where(own, rest, 0.0), total)
         keep = w > 0
         pts.append(grid.centres(level, cells[keep]))
         wts.append(w[keep])
