@@ -157,53 +157,88 @@ class SpanLookup:
     def _border(self, arr, out, rows, core_lut) -> None:
         """The point-by-point rule on ``rows`` (their cells' codes said so); ``core_lut``: the
         core cells' spans over the whole grid, or None (binary search instead)."""
+        d = self.shape.size
 
         def chunk(start):  # the chunks' rows are disjoint
             r = rows[start : start + _BORDER_CHUNK]
-            x = np.asarray(arr[r], dtype=np.float64)
-            coords = np.clip(np.floor((x - self.origin) / self.width), 0, self.shape - 1)
-            out[r] = self.nearest_core_span(x, coords.astype(np.int64), core_lut)
+            m = r.size  # in this thread's scratch arrays, as the whole pass
+            raw = np.take(arr, r, axis=0, out=scratch("border rows", (m, d), arr.dtype))
+            x = scratch("border x", (m, d))
+            np.copyto(x, raw)
+            c = scratch("border coords", (m, d))
+            np.subtract(x, self.origin, out=c)
+            c /= self.width
+            np.floor(c, out=c)
+            np.clip(c, 0, self.shape - 1, out=c)
+            coords = scratch("border cells", (m, d), np.int64)
+            np.copyto(coords, c, casting="unsafe")
+            out[r] = self.nearest_core_span(x, coords, core_lut)
 
         each_chunk(chunk, range(0, rows.size, _BORDER_CHUNK), rows.size)
 
     def nearest_core_span(self, x, coords, core_lut=None) -> np.ndarray:
         """Span of the nearest core cell within ``eps`` of each point (-1: none), over the
         offsets NB of the point's cell (``coords``: its grid coordinates; ``core_lut``: the
-        core cells' spans over the grid, else a binary search in the core cells)."""
+        core cells' spans over the grid, else a binary search in the core cells). Its
+        temporaries are this thread's scratch arrays (:mod:`privclust._scratch`): a Dask
+        worker maps every large array afresh, and a border pass needs dozens per chunk."""
         w, shape, keys_ref = self.width, self.shape, self.core_keys
-        best = np.full(x.shape[0], self.eps**2)
-        label = np.full(x.shape[0], -1, dtype=np.int64)
-        cell = coords @ self.strides
+        m, d = x.shape
+        best = scratch("nb best", (m,))
+        best.fill(self.eps**2)
+        label = np.full(m, -1, dtype=np.int64)
+        cell = np.matmul(coords, self.strides, out=scratch("nb cell", (m,), np.int64))
         # per dimension, 1-D columns: the point's cell index and its position inside the cell
-        cols = np.ascontiguousarray(coords.T)
-        frac = np.ascontiguousarray((x - (self.origin + coords * w)).T)
+        cols = scratch("nb cols", (d, m), np.int64)
+        np.copyto(cols, coords.T)
+        frac = scratch("nb frac", (d, m))
+        for j in range(d):
+            np.multiply(cols[j], w, out=frac[j])
+            frac[j] += self.origin[j]
+            np.subtract(x[:, j], frac[j], out=frac[j])
         # per dimension and per offset value o, once: the squared gap to the cell o cells away
         # (max(o w - f, f - (o + 1) w, 0) with f in [0, w] the position inside the cell) and
         # whether that cell exists; every offset then only adds its dimensions' arrays
         sq, inside = {}, {}
+        tmp = scratch("nb tmp", (m,))
+        moved = scratch("nb moved", (m,), np.int64)
         for j in range(self.offsets.shape[1]):
             for o in np.unique(self.offsets[:, j]):
                 o = int(o)
                 if o == 0:
                     continue
-                gap = np.maximum(o * w - frac[j], frac[j] - (o + 1) * w)
+                gap = sq[j, o] = scratch(f"nb gap {j} {o}", (m,))
+                np.subtract(o * w, frac[j], out=gap)
+                np.subtract(frac[j], (o + 1) * w, out=tmp)
+                np.maximum(gap, tmp, out=gap)
                 np.maximum(gap, 0.0, out=gap)
-                sq[j, o] = gap * gap
-                c = cols[j] + o
-                inside[j, o] = (c >= 0) & (c < shape[j])
+                np.multiply(gap, gap, out=gap)
+                np.add(cols[j], o, out=moved)
+                ok = inside[j, o] = scratch(f"nb inside {j} {o}", (m,), bool)
+                np.greater_equal(moved, 0, out=ok)
+                ok &= np.less(moved, shape[j], out=scratch("nb below", (m,), bool))
+        ok = scratch("nb ok", (m,), bool)
+        off_grid = scratch("nb off grid", (m,), bool)
+        dist = scratch("nb dist", (m,))
+        key = scratch("nb key", (m,), np.int64)
+        better = scratch("nb better", (m,), bool)
         for off in self.offsets:
-            ok = np.ones(x.shape[0], dtype=bool)
-            dist = np.zeros(x.shape[0])
+            ok.fill(True)
+            dist.fill(0.0)
             for j in np.flatnonzero(off):
                 ok &= inside[j, int(off[j])]
                 dist += sq[j, int(off[j])]
-            key = np.where(ok, cell + int(off @ self.strides), 0)
+            np.logical_not(ok, out=off_grid)
+            np.add(cell, int(off @ self.strides), out=key)
+            np.copyto(key, 0, where=off_grid)
             if core_lut is not None:
-                lab = core_lut[key]
-                lab[~ok] = -1
+                lab = np.take(core_lut, key, out=scratch("nb lab", (m,), core_lut.dtype))
+                np.copyto(lab, -1, where=off_grid)
             else:
                 pos = np.minimum(np.searchsorted(keys_ref, key), keys_ref.size - 1)
                 lab = np.where(ok & (keys_ref[pos] == key), self.core_labels[pos], -1)
-            better = (lab >= 0) & (dist < best)  # strict: the open ball B(p, eps)
-            best[better], label[better] = dist[better], lab[better]
+            np.greater_equal(lab, 0, out=better)
+            better &= np.less(dist, best, out=off_grid)  # strict: the open ball B(p, eps)
+            np.copyto(best, dist, where=better)
+            np.copyto(label, lab, where=better)
         return label
