@@ -141,6 +141,17 @@ def test_pending_regroupings_and_joint_queries_equal_local(client, chunking):
     assert L.count(L.regroup(g3l, *parked))[3] == L.count(g1l)[0] > 0
 
 
+def test_tasks_of_one_chunk_are_placed_where_it_lives(client):
+    """The per-chunk tasks the gap pass keeps (pipelined behind another batch's sort) name
+    the workers that hold their chunk, so that no worker fetches a whole chunk."""
+    _, D = _engines(_data(1000), np.tile([-10.0, 10.0], (3, 1)), "uneven")
+    held = client.who_has(D.X)
+    where = D._chunk_workers()
+    assert len(where) == len(D._xblocks) > 1
+    for x, workers in zip(D._xblocks, where, strict=True):
+        assert workers and set(workers) == set(held[x.key])
+
+
 def test_labels_of_many_chunks_come_back_in_order(client):
     """More chunks than one batch of labels: predict and labels_ equal the NumPy fit's."""
     X = _blobs()
