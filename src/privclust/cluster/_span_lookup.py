@@ -162,7 +162,8 @@ class SpanLookup:
         def chunk(start):  # the chunks' rows are disjoint
             r = rows[start : start + _BORDER_CHUNK]
             m = r.size  # in this thread's scratch arrays, as the whole pass
-            raw = np.take(arr, r, axis=0, out=scratch("border rows", (m, d), arr.dtype))
+            raw = np.take(arr, r, axis=0, out=scratch("border rows", (m, d), arr.dtype),
+                          mode="clip")  # "raise" would fill a temporary copy of out
             x = scratch("border x", (m, d))
             np.copyto(x, raw)
             c = scratch("border coords", (m, d))
@@ -232,7 +233,8 @@ class SpanLookup:
             np.add(cell, int(off @ self.strides), out=key)
             np.copyto(key, 0, where=off_grid)
             if core_lut is not None:
-                lab = np.take(core_lut, key, out=scratch("nb lab", (m,), core_lut.dtype))
+                lab = np.take(core_lut, key, out=scratch("nb lab", (m,), core_lut.dtype),
+                              mode="clip")  # every key is a cell of the grid
                 np.copyto(lab, -1, where=off_grid)
             else:
                 pos = np.minimum(np.searchsorted(keys_ref, key), keys_ref.size - 1)

@@ -195,10 +195,16 @@ def row_group_sums(lab, t, k: int) -> np.ndarray:
     if k == 1 or m == 0:
         return np.add.reduce(t, axis=0, keepdims=True) if k == 1 else np.zeros((k, d))
     order = np.argsort(lab)
-    ls = lab[order]
-    starts = np.flatnonzero(np.diff(ls, prepend=ls[0] - 1))
+    # the rest in this thread's scratch arrays (a Dask worker maps every large array afresh)
+    # (mode "clip": with "raise", take fills a temporary copy of out; every index is valid)
+    ls = np.take(lab, order, out=scratch("sorted groups", (m,), lab.dtype), mode="clip")
+    change = scratch("group starts", (m,), bool)
+    change[0] = True
+    np.not_equal(ls[1:], ls[:-1], out=change[1:])
+    starts = np.flatnonzero(change)
     out = np.zeros((k, d))
-    out[ls[starts]] = np.add.reduceat(np.take(t, order, axis=0, out=scratch("by group", (m, d))),
+    out[ls[starts]] = np.add.reduceat(np.take(t, order, axis=0, out=scratch("by group", (m, d)),
+                                              mode="clip"),
                                       starts, axis=0)
     return out
 

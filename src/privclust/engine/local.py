@@ -251,9 +251,11 @@ class LocalEngine(Engine):
             if not keep.all():
                 if not keep.any():
                     return
-                gs, b = gs[keep], b[keep]
+                gs, b = _kept_rows(keep, gs, b)
             keys = np.add(b, offsets, out=scratch("histogram keys", b.shape, np.intp))
-            keys += (gs.astype(np.intp) * (d * n_bins))[:, None]  # (group, dimension, bin)
+            first = as_scratch("histogram groups", gs, np.intp)
+            first *= d * n_bins
+            keys += first[:, None]  # (group, dimension, bin)
             np.add.at(acc, keys.ravel(), 1)  # int64 counts, intp keys: 2x a bincount, no GIL
 
         parts = on_cores_per_thread(lambda: np.zeros(size, dtype=np.int64), add_chunk,
@@ -283,7 +285,7 @@ class LocalEngine(Engine):
             if not keep.all():
                 if not keep.any():
                     return
-                gs, x = gs[keep], x[keep]
+                gs, x = _kept_rows(keep, gs, x)
             gs = as_scratch("labels", gs, np.intp)
             total.add(row_group_sums(gs, centred_units(x, centres, gs, inv_step), n_groups))
 
@@ -726,6 +728,16 @@ def _gap_columns(X, j0, j1, dtype, offsets) -> np.ndarray:
     for j, shift in offsets.items():
         block[j - j0] = X[:, j] + shift
     return block
+
+
+def _kept_rows(keep, *arrays) -> list:
+    """The rows of each array where ``keep`` is true, in this thread's scratch arrays (a fresh
+    copy per chunk costs page faults, and in a Dask worker, whose allocator maps every large
+    array afresh, more than the pass itself)."""
+    n = int(np.count_nonzero(keep))
+    return [np.compress(keep, a, axis=0, out=scratch(f"kept rows {i}", (n, *a.shape[1:]),
+                                                      a.dtype))
+            for i, a in enumerate(arrays)]
 
 
 def records_outside(x, lo, hi) -> int:
