@@ -14,6 +14,7 @@ from .._scratch import scratch
 __all__ = ["axis_targets", "oblique_targets", "unpark"]
 
 _ROW_STARTS: dict = {}
+_SCRATCH_ROWS = 1 << 20  # the regroupings' chunk: masks up to this size are kept per thread
 
 
 def _row_starts(m: int, d: int) -> np.ndarray:
@@ -32,7 +33,9 @@ def _row_starts(m: int, d: int) -> np.ndarray:
 def unpark(before: np.ndarray, after: np.ndarray, parked=None) -> np.ndarray:
     """``after`` with the parked records of ``before`` (ids <= -2) kept parked, or moved to
     ``parked[-2 - id]`` when a table is given."""
-    low = before <= -2
+    # a chunk's mask in a scratch array (a whole grouping's, rare, is not kept)
+    low = np.less_equal(before, -2, out=scratch("parked", before.shape, bool)
+                        if before.size <= _SCRATCH_ROWS else None)
     if parked is None:
         np.copyto(after, before, where=low)  # one masked pass, no gather
     elif low.any():
