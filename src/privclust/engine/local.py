@@ -734,9 +734,11 @@ def _kept_rows(keep, *arrays) -> list:
     """The rows of each array where ``keep`` is true, in this thread's scratch arrays (a fresh
     copy per chunk costs page faults, and in a Dask worker, whose allocator maps every large
     array afresh, more than the pass itself)."""
-    n = int(np.count_nonzero(keep))
-    return [np.compress(keep, a, axis=0, out=scratch(f"kept rows {i}", (n, *a.shape[1:]),
-                                                      a.dtype))
+    rows = np.flatnonzero(keep)
+    # take, mode "clip" (every index is valid): compress, and take with "raise", first fill
+    # a temporary copy of their output
+    return [np.take(a, rows, axis=0, mode="clip",
+                    out=scratch(f"kept rows {i}", (rows.size, *a.shape[1:]), a.dtype))
             for i, a in enumerate(arrays)]
 
 
