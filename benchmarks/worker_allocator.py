@@ -18,10 +18,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
-import time
 import warnings
 from pathlib import Path
 
@@ -30,23 +28,17 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 
 
-def _median_time(fn, runs: int) -> float:
-    fn()  # warm-up: scratch arrays, caches
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-
 def _passes(runs: int) -> dict:
     """The passes, timed in this process (one thread)."""
     sys.path.insert(0, str(HERE))
     import privclust._parallel as parallel
     from privclust.cluster._span_lookup import SpanLookup
     from privclust.engine.local import LocalEngine, LocalGrouping
-    from scale import blob_rows, box_points, dbscan
+    from scale import _timed, blob_rows, box_points, dbscan
+
+    def _median_time(fn, runs):
+        fn()  # warm-up: scratch arrays, caches
+        return _timed(fn, runs)
 
     parallel.N_THREADS = 1  # a worker thread runs its task alone
     out = {}
