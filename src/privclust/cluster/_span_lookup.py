@@ -108,12 +108,13 @@ class SpanLookup:
                 self._table = (self.core_keys, self.core_labels)
         return self._table
 
-    def __call__(self, arr) -> np.ndarray:
-        """The span of every row of ``arr`` (-1: in no span, or outside the public bounds)."""
+    def __call__(self, arr, dtype=np.int64) -> np.ndarray:
+        """The span of every row of ``arr`` (-1: in no span, or outside the public bounds), as
+        ``dtype`` (a Dask chunk's labels travel as int32: written so, not copied)."""
         n = arr.shape[0]
         if self.core_keys.size == 0 or n == 0:
-            return np.full(n, -1, dtype=np.int64)
-        out = np.empty(n, dtype=np.int64)  # every chunk writes its slice
+            return np.full(n, -1, dtype=dtype)
+        out = np.empty(n, dtype=dtype)  # every chunk writes its slice
         keys, codes = self.table()
         lut = None
         if self.n_cells <= _LUT_CELLS and self.n_cells <= 8 * n:

@@ -12,6 +12,7 @@ import math
 import numbers
 import warnings
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
@@ -674,7 +675,8 @@ class DPDBSCAN(PrivateClusterMixin):
             from ..engine.dask import record_labels
 
             lookup.table()  # built once here, not in every chunk's task
-            return record_labels(arr, lookup)
+            narrow = arr.shape[0] < 2**31 and lookup.n_clusters < 2**31
+            return record_labels(arr, partial(lookup, dtype=np.int32 if narrow else np.int64))
         return lookup(arr)
 
     def _restore(self):

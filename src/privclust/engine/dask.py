@@ -208,7 +208,7 @@ def record_labels(data: DaskData, fn, *args) -> np.ndarray:
 
     def labels(x, *a):
         out = np.asarray(fn(x, *a))
-        return out.astype(np.int32) if narrow else out
+        return out.astype(np.int32, copy=False) if narrow else out
 
     blocks = data.array.map_blocks(labels, *args, drop_axis=1,
                                    dtype=np.int32 if narrow else np.int64).to_delayed()
