@@ -325,7 +325,7 @@ class DaskEngine(Engine):
     every large NumPy temporary of a task is then a fresh mapping that page-faults. The
     busiest passes (regroupings, gap sorts, exact sums, grid keys, labels) reuse per-thread
     scratch arrays (:mod:`privclust._scratch`), so this costs little there, but other
-    temporaries remain (measured on 2 worker processes: DPM on 10M x 10 1.40-1.42x the NumPy
+    temporaries remain (measured on 2 worker processes: DPM on 10M x 10 1.40-1.45x the NumPy
     engine with it, 1.25x without). Where worker memory allows, start the cluster without it
     (``dask.config.set({"distributed.nanny.pre-spawn-environ": {}})`` before
     ``LocalCluster``); ``benchmarks/scale.py --no-malloc-trim`` measures both.

@@ -90,12 +90,18 @@ def level_budgets(epsilon: float, depth: int, growth: float) -> list[float]:
     return parts
 
 
+def significance_floor(eps_level: float, p: int) -> float:
+    """The noisy count a released cell of a level at ``eps_level`` (``2^p`` children per
+    parent) must reach to count as data: the level's threshold plus ``SIGNIFICANT_MARGIN``
+    noise scales. Public values only."""
+    return hst_threshold(eps_level, 1 << p) + SIGNIFICANT_MARGIN / eps_level
+
+
 def leaf_capacity(n_hat: float, epsilon: float, depth: int, p: int) -> float:
     """The most leaves a tree of ``depth`` levels sharing ``epsilon`` equally can hold
-    significant counts in: ``n_hat`` over the last level's significance floor (its
-    threshold plus ``SIGNIFICANT_MARGIN`` noise scales). Public values only."""
-    eps = epsilon / depth
-    return n_hat / (hst_threshold(eps, 1 << p) + SIGNIFICANT_MARGIN / eps)
+    significant counts in: ``n_hat`` over the last level's :func:`significance_floor`.
+    Public values only."""
+    return n_hat / significance_floor(epsilon / depth, p)
 
 
 def depth_for_k(k: int, n_hat: float, epsilon: float, p: int, depth: int,
@@ -137,7 +143,7 @@ def grow(engine, mech, grid, items, budgets, retry, step):
             break
         parent = rkeys >> p
         children = 2 * survivors[parent] + ((rkeys[:, None] >> blk) & 1)
-        floor = hst_threshold(eps, 1 << p) + SIGNIFICANT_MARGIN / eps
+        floor = significance_floor(eps, p)
         out.append((children, np.asarray(rvals, dtype=np.int64), parent, floor, level))
         survivors = children
         if level < len(items) and survivors.shape[0] * (1 << p) >= 2**62:
