@@ -280,6 +280,75 @@ def test_given_k_beyond_the_coreset_on_wide_data_releases_k_centres():
     assert model.cluster_sizes_.shape == (40,)
 
 
+def test_lost_clusters_are_those_whose_ball_missed_most_of_them():
+    """A Lloyd step lost a cluster when its noisy size, raised by three noise scales of the
+    count, is still under half the previous one: a drop within the noise is not a loss."""
+    from privclust.cluster._coreset.combine import COUNT_SHARE, SUPPORT_SCALES, lost_clusters
+
+    eps = 0.5
+    slack = SUPPORT_SCALES / (COUNT_SHARE * eps)  # 40 records
+    previous = np.array([1000, 1000, 1000, 100, 0])
+    sizes = np.array([900, 499 - slack, 501 - slack, 5, -3])
+    assert lost_clusters(sizes, previous, eps).tolist() == [False, True, False, True, False]
+    # at a small epsilon the same sizes are within the noise
+    assert not lost_clusters(sizes, previous, 0.01).any()
+
+
+def test_the_recovery_balls_hold_the_clusters_records():
+    """Wide data: each recovery ball is about the middle plus the part of the cluster's offset
+    that the projection shows (its pseudo-inverse), with the radius left over: the cluster's
+    records lie inside it, and it is narrower than the ball about the middle."""
+    from privclust.cluster._coreset.tree import Space
+
+    rng = np.random.default_rng(0)
+    d, p = 80, 10
+    bounds = np.tile([-100.0, 100.0], (d, 1))
+    space = Space(bounds, p, np.random.default_rng(1))
+    means = rng.uniform(-60, 60, size=(3, d))
+    X = np.concatenate([m + rng.normal(size=(500, d)) for m in means])
+    label = np.repeat(np.arange(3), 500)
+    radius = 1.1 * np.linalg.norm(X - space.mid, axis=1).max()
+    proj = (means - space.mid) @ space.G.T  # the clusters' centres in the projection
+    anchors, radii = CoresetKMeans._recovery_balls(space, proj, radius)
+    assert anchors.shape == (3, d) and radii.shape == (3,)
+    assert (radii < radius).all()
+    assert (np.linalg.norm(X - anchors[label], axis=1) <= radii[label]).all()
+    # the anchors are nearer the means than the middle is
+    assert (np.linalg.norm(anchors - means, axis=1)
+            < np.linalg.norm(means - space.mid, axis=1)).all()
+
+
+def test_a_lloyd_step_that_loses_a_cluster_looks_further_next(monkeypatch):
+    """A centre further from its cluster than its ball reaches (its noise in the upper tail;
+    the cluster is one of twelve, so the radius's quantile is set by the others):
+    the step's noisy size shows the ball lost the cluster, the estimate is dropped and the
+    next step's ball is twice as wide, which finds the cluster again."""
+    import privclust.cluster.coreset as coreset_module
+
+    X, y = make_blobs(24000, 60, centers=12, cluster_std=1.0, center_box=(-20, 20),
+                      random_state=2)
+    means = np.array([X[y == j].mean(axis=0) for j in range(12)])
+    real_ball_step = coreset_module.ball_step
+
+    def misplaced_recovery(*args, **kw):
+        centres, sizes = real_ball_step(*args, **kw)
+        if kw["label"] == "recovery":  # one centre 30 units off: outside its first ball
+            j = int(np.argmin(np.linalg.norm(centres - means[0], axis=1)))
+            centres = centres.copy()
+            centres[j] += 30.0 / np.sqrt(60)
+        return centres, sizes
+
+    monkeypatch.setattr(coreset_module, "ball_step", misplaced_recovery)
+
+    def error_of_cluster_0(model):
+        return float(np.min(np.linalg.norm(model.cluster_centers_ - means[0], axis=1)))
+
+    model = _fit(X, n_clusters=12, epsilon=4.0, random_state=0)
+    assert error_of_cluster_0(model) < 3.0
+    monkeypatch.setattr(coreset_module, "LOST_WIDEN", 1.0)  # the same ball again: stuck
+    assert error_of_cluster_0(_fit(X, n_clusters=12, epsilon=4.0, random_state=0)) > 5.0
+
+
 def test_a_cell_keeps_a_significant_rest_as_a_leaf_of_its_own():
     """A released cell of 3000 whose one released child holds 1000: by default the child
     takes the whole weight; with keep_rest the other 2000 (a cluster spread over children

@@ -28,7 +28,13 @@ from ._base import (
     nearest_centre,
 )
 from ._centres import finish_centre_fit
-from ._coreset.combine import extra_centres, inverse_variance, merged_centres, supported
+from ._coreset.combine import (
+    extra_centres,
+    inverse_variance,
+    lost_clusters,
+    merged_centres,
+    supported,
+)
 from ._coreset.refine import COUNT_SHARE, ball_step, centre_variance, corrected_nearest
 from ._coreset.select import candidate_ks, fit_centres, silhouette_sum, ward_merge
 from ._coreset.tree import Grid, Space, depth_for_k, grow, leaf_summary, level_budgets
@@ -69,6 +75,12 @@ BALL_FACTOR = 2.0
 RADIUS_SHARE = 0.02
 RADIUS_QUANTILE = 0.9
 RADIUS_MARGIN = 1.5
+#: Wide data (over ``SELECT_MAX_FEATURES`` features): the quantile and margin of that radius.
+#: There the records' distances from the middle concentrate (in 100 dimensions they vary by a
+#: few per cent), so a tighter ball loses few records, and the recovery's noise, which grows
+#: with the ball's radius, sets how far the Lloyd steps have to go.
+WIDE_RADIUS_QUANTILE = 0.95
+WIDE_RADIUS_MARGIN = 1.1
 #: Restarts of the weighted k-means on the coreset (post-processing).
 N_INIT = 3
 #: Share of the refinement's budget for the step at the coreset's resolution (one cluster per
@@ -94,7 +106,7 @@ GIVEN_K_OVER = 1.3
 GIVEN_K_LEAVES = 4.0
 GIVEN_K_MIN_DEPTH = 4
 GIVEN_K_N_LLOYD = 2
-WIDE_FIRST_SHARE = 0.3
+WIDE_FIRST_SHARE = 0.4
 #: Data with more features ("wide") chooses k among clusterings of the coreset in the
 #: projection, scored there (the k-d tree's distances cost O(d) each, and each refined point's
 #: noise grows with d), then recovers the chosen clusters; narrower data refines the coreset
@@ -106,10 +118,16 @@ SELECT_MAX_FEATURES = 50
 #: squared distance from the cluster's mean), and centre ``j``'s ball has radius
 #: ``BALL_MARGIN * sqrt(s^2 + noise_j^2)``, ``s`` a private ``BALL_QUANTILE`` quantile
 #: of those corrected distances (``BALL_RADIUS_SHARE`` of the step's epsilon). Each step's
-#: centres are averaged with the previous ones by their noise variances.
+#: centres are averaged with the previous ones by their noise variances. A step whose noisy
+#: sizes show that a ball lost its cluster (:func:`~privclust.cluster._coreset.combine.
+#: lost_clusters`: the centre's noise was in the upper tail, beyond the ball) drops that
+#: estimate, raises the centre's variance to at least the ball's ``radius^2 / d`` (the
+#: cluster lies beyond it), and from then on that centre's balls are ``LOST_WIDEN`` times
+#: wider per loss.
 BALL_QUANTILE = 0.9
 BALL_MARGIN = 1.15
 BALL_RADIUS_SHARE = 0.1
+LOST_WIDEN = 2.0
 _ITEM_COUNT = "record count"
 _ITEM_SELECT = "choice of k"
 _ITEM_RADIUS = "data radius"
@@ -144,7 +162,9 @@ class CoresetKMeans(PrivateClusterMixin):
        exponential mechanism picks one candidate by the records' simplified silhouette
        (sensitivity 1, however many candidates). Wider data chooses among clusterings of the
        coreset in the projection, then recovers the chosen clusters' means in the original
-       space (records by nearest projected centre). Clusters whose noisy size is below three
+       space (records by nearest projected centre; each cluster's ball about the middle of
+       the bounds moved by the pseudo-inverse of the projection applied to its projected
+       centre, the radius reduced to match). Clusters whose noisy size is below three
        noise scales are dropped there (an empty cluster's centre would sit among the records).
        Given ``n_clusters``, weighted k-means with that k replaces the choice (wide data: with
        ``GIVEN_K_OVER`` times k, the unsupported dropped and the rest merged down to k after
@@ -155,7 +175,8 @@ class CoresetKMeans(PrivateClusterMixin):
        records' distances from their centres (corrected for the centres' public noise
        variances); each step's centres are averaged with the previous ones by those
        variances (the first step's previous centres carry the noise of the refined coreset
-       points they were made of).
+       points they were made of). A ball whose noisy size shows it lost most of its cluster
+       gives no estimate, and that centre's later balls are twice as wide.
 
     Privacy guarantee
     -----------------
@@ -181,82 +202,14 @@ class CoresetKMeans(PrivateClusterMixin):
     to the block's epsilon at the plan's delta; ``delta=None`` takes ``min(1e-5, n_hat^-1.5)`` from
     the released count and reserves 1e-5. Everything else (the projection, the grid's shift and the
     k-means seeds: public randomness; the coreset, the candidates, the balls' anchors and radii,
-    which clusters are kept: post-processing of released values) reads no record. Records are
-    clipped to the bounds. The sparse histograms are pure DP in the Real-RAM model (their tail
-    sampling uses floating-point draws).
+    which clusters are kept, which balls lost theirs: post-processing of released values) reads
+    no record. Records are clipped to the bounds. The sparse histograms are pure DP in the
+    Real-RAM model (their tail sampling uses floating-point draws).
 
-    Choices by measurement (``benchmarks/default.py``; Synth-10d, Synth-100d, the MNIST and
-    Fashion-MNIST embeddings, Cluto-t4 at epsilon 0.25 with ``bounds="private"``, seeds 0-2)
-    ----------------------------------------------------------------------------------------
-    * The criterion for k. On the coreset itself (its points are coarser than the clusters),
-      the weighted silhouette, BIC and Calinski-Harabasz grew until k reached the number of
-      points (Synth-10d); with the cells' spread the silhouette chose 68 on Synth-10d but 23,
-      25 and 36 on the MNIST embedding. The records' silhouette through the exponential
-      mechanism chose k = 10, 10, 10 there (Synth-10d: 64, 64, 64; Synth-100d: 64, 64, 63).
-    * Candidates from the coreset refined on the data (step 4) rather than from the tree's
-      cells: on the MNIST embedding the projection's cells chose k = 2, 15 and 4; the refined
-      points 10, 10, 19 (sums clipped to the bounds), 9, 12, 8 (to balls) and 10, 10, 10 once
-      the radius also narrowed the projected box.
-    * Refined points whose noisy size is below three noise scales are left out of the
-      candidates: they drew centres of a few dozen records (six blobs in 4-d at epsilon 0.5:
-      k = 6, 7, 8, 6 on four seeds; without them 6 on six of six).
-    * Balls, not boxes, and the radius: the global box (the private bounds' half-diagonal) put
-      Synth-100d at ARI 0.00; a ball of 1.5 times the 0.9 quantile of the distances put it at
-      0.95-1.00 (wide path) and lifted the MNIST embedding from 0.79 to 0.88 (median).
-    * Wide data's Lloyd step (Synth-100d, seeds 0-2): before it, the recovered means alone
-      (balls about the middle of the bounds, radius ~900 against clusters of radius ~10) cost
-      49-51x non-private KMeans(64) at epsilon 1 (public bounds); half the recovery's budget
-      to one Lloyd step in balls about the centres: 9.0-9.2x (``n_lloyd=2``: 5.4-5.6x on two
-      seeds), ARI at epsilon 0.25 0.984, 1.000, 0.984 (before 0.954, 1.000, 0.984). Radii of
-      the 0.9 quantile times 1.15 (1.1: 8.4-8.5x; 1.0: 25x, the balls cut the clusters);
-      without the noise correction of the assignment a noisy centre lost its records to a
-      neighbour (ARI 0.954 twice).
-    * The steps' sums as one zCDP block rather than one analytic Gaussian release per step
-      (basic composition): at the same epsilon and delta two steps' noise is 25% smaller,
-      three 38%, four 46%. Synth-100d at epsilon 1 (public bounds, seeds 0-1): one Lloyd step
-      9.0-9.2x -> 3.8x; wide data's ``n_lloyd=3`` with 0.3 of the refinement for the
-      recovery: 1.08-1.09x on seeds 0-2 (0.5: 1.11-1.18x; ``n_lloyd=4``: 1.05-1.24x). At 10
-      and 40 features one step stays best (Synth-10d 1.03x, two steps 1.06x; MNIST embedding
-      1.00x either way).
-    * Given k on Synth-100d (epsilon 0.5, public bounds, seeds 0-2): k-means with exactly 64
-      clusters on the projected coreset (75-83 points, some clusters split over two leaves)
-      merged distinct clusters, 59-181x non-private KMeans' cost; 1.15k clusters merged down
-      to k by Ward's cost after the recovery: 11-32x, ARI 1.000 (1.3k: 19-100x; merged after
-      the Lloyd steps instead: 76-182x). Recovered clusters without support (an empty
-      cluster's centre is the middle of the bounds, its noise variance unknown) were merged
-      into real ones; dropped first (as without k), 1.3k clusters did best (seeds 0-2, cost
-      over KMeans(64)): epsilon 1 public bounds 6.5x -> 1.06x, private 14x -> 1.1x; 0.5 public
-      16.8x -> 4.4x; 0.25 public 227x -> 146x (1.15k: 1.06x, 9.7x, 5.4x, 204x).
-    * Balls about the centres with a private radius for the Lloyd steps of every data set,
-      not only wide data (before: a radius from the refined coreset's scatter; projected data
-      up to 50 features, the ball of step 2 about the middle of the bounds). Given k, public
-      bounds, five seeds, cost over non-private KMeans: UCI Letter 1.64x -> 1.48x at epsilon
-      0.5 and 2.03x -> 1.66x at 0.25, Synth-10d 1.19x -> 1.02x and 3.66x -> 2.47x,
-      Fashion-MNIST embedding ARI 0.704 -> 0.730 at 0.5; without k at 0.25 with private
-      bounds, Gas Turbine 2.10x -> 1.59x; within 0.02x elsewhere (Cluto-t4, HTRU2 and
-      Shuttle slightly worse).
-    * Given k, a shallower tree when the released count leaves it room for fewer than four
-      leaves per cluster, and two Lloyd steps (public bounds, five seeds, cost over
-      non-private KMeans): UCI Letter 1.48x -> 1.38x at epsilon 0.5 (21-23 leaves for 26
-      clusters before, 34-38 after; depth 4 with one step 1.42x, depth 7 with two 1.42x) and
-      1.66x -> 1.60x at 0.25, Synth-10d 2.47x -> 2.15x at 0.25 (worst seed 66x -> 2.9x); two
-      steps elsewhere within 0.02x of one. Wide data keeps its seven levels: four took
-      Synth-100d at epsilon 0.25 from 146x to 253x (seeds 0-2).
-    * Wide data: a cell's significant rest kept as a leaf of its own. Shared among the
-      released children, the rest of a cluster spread over children below the threshold went
-      to a sibling cluster's leaf, and the cluster lost its records to it in the recovery
-      (Synth-100d, five seeds, ``bounds="private"``): without k, ARI at epsilon 0.25 0.984 ->
-      1.000 (k = 64 on four seeds, 63 on one; before 62-64), cost at epsilon 1 1.62x -> 1.13x,
-      at 0.5 20.6x -> 16.7x; given k, 47.8x -> 14.4x at 0.5 and 457x -> 362x at 0.25 (public
-      bounds given k: 3.42x either way at 0.5, 146x -> 206x at 0.25). Narrower data, whose
-      coreset step refines every point on the data, did worse with it (Synth-10d without k at
-      0.25: 26.9x -> 36.8x, Cluto-t4 ARI 0.297 -> 0.263).
-    * Uniform budget over 7 tree levels: budgets growing 1.5x per level starved the top
-      levels (Synth-10d: 14 leaves, k = 8-12, ARI 0.17).
-    * Shares 0.02, 0.5, 0.03, 0.45 (record count, tree, choice, refinement), five seeds:
-      MNIST embedding median ARI 0.976 (k 9-14), Synth-10d 0.984 (k = 64 on 5 of 5),
-      Synth-100d 1.000. A tree share of 0.4 gave 0.976, 0.984 (k 59-64), 0.984; 0.6 (three
-      seeds) chose k up to 19 on the MNIST embedding.
+    Choices by measurement
+    ----------------------
+    The figures behind every default above (``benchmarks/default.py``) are on this estimator's
+    page of the documentation (``docs/estimators/coreset.md``, "Choices by measurement").
 
     Parameters
     ----------
@@ -296,7 +249,8 @@ class CoresetKMeans(PrivateClusterMixin):
     ``cluster_centers_`` : ndarray (k, d)
         The private centres, inside the bounds.
     ``cluster_sizes_`` : ndarray (k,)
-        Noisy sizes of the last refinement step.
+        Noisy sizes of the last refinement step (of the last step whose ball held the
+        cluster, for a cluster the last ball lost).
     ``n_clusters_`` : int
         The number of centres released (chosen, or ``n_clusters``).
     ``labels_`` : ndarray (n,)
@@ -497,7 +451,7 @@ class CoresetKMeans(PrivateClusterMixin):
                 levels, budgets = self._given_k_levels(plan, levels, budgets, k_user, n_hat, p)
             rho = None
             if space.projected:
-                rho = self._data_radius(engine, mech, space)
+                rho = self._data_radius(engine, mech, space, wide)
                 space.fit_box(rho)
             tree_engine = LocalEngine(space.project(engine.X), space.box) if space.projected \
                 else engine
@@ -539,17 +493,15 @@ class CoresetKMeans(PrivateClusterMixin):
             _, proj, ks = self._choose(tree_engine.X, grid.box, points, weights, over,
                                        *choice[1:], gen, mech)
             labels = nearest_centre(tree_engine.X, proj)
-            m = proj.shape[0]
-            mid = np.tile(space.mid, (m, 1))
+            anchors, radius = self._recovery_balls(space, proj, rho)
             first = steps[0]
-            R, R_sizes = ball_step(engine, mech, labels, mid, np.full(m, rho), first.epsilon,
+            R, R_sizes = ball_step(engine, mech, labels, anchors, radius, first.epsilon,
                                    items=first.names, label="recovery", bounds=space.bounds,
                                    rho=first.rho)
             keep = supported(R_sizes, first.epsilon, at_least=choice[0] or 1)
             R, R_sizes = R[keep], R_sizes[keep]
             step()
-            var = centre_variance(np.full(R.shape[0], rho), R_sizes, first.epsilon, first.rho,
-                                  d)
+            var = centre_variance(radius[keep], R_sizes, first.epsilon, first.rho, d)
             if k_user is not None and R.shape[0] > k_user:
                 R, R_sizes, var = ward_merge(R, R_sizes, k_user, var)
             centres, sizes, history = self._lloyd(engine, mech, space, R, R_sizes, var,
@@ -572,9 +524,23 @@ class CoresetKMeans(PrivateClusterMixin):
             if space.projected else self._point_radius(R_spread, space.bounds)
         sizes, var = merged_centres(R, R_sizes, centre_variance(
             first_radius, R_sizes, steps[0].epsilon, steps[0].rho, d), centres)
+        # the centres' sizes are sums over the refined points nearest them, not a release about
+        # these clusters: the first Lloyd step has nothing to compare its sizes with
         centres, sizes, history = self._lloyd(engine, mech, space, centres, sizes, var,
-                                              steps[1:], step)
+                                              steps[1:], step, sizes_released=False)
         return centres.shape[0], centres, ks, sizes, history
+
+    @staticmethod
+    def _recovery_balls(space, proj, radius):
+        """The recovery's balls (post-processing of public and released values): about
+        ``mid + G^+ z_j`` for the cluster's centre ``z_j`` in the projection (``G^+`` the
+        pseudo-inverse of the public projection: the part of the cluster's offset from the
+        middle that the projection shows), with radius ``sqrt(radius^2 - ||G^+ z_j||^2)``
+        (at least ``radius / 10``): a record within ``radius`` of the middle whose image is
+        near ``z_j`` lies within it. Returns ``(anchors (m, d), radii (m,))``."""
+        lift = proj @ np.linalg.pinv(space.G).T
+        reach2 = radius**2 - np.einsum("ij,ij->i", lift, lift)
+        return space.mid + lift, np.sqrt(np.maximum(reach2, (0.1 * radius) ** 2))
 
     @staticmethod
     def _pass_on_rho(mech, steps):
@@ -616,24 +582,26 @@ class CoresetKMeans(PrivateClusterMixin):
         return levels[:grown], [plan.item(name).epsilon for name in levels[:grown]]
 
     @staticmethod
-    def _data_radius(engine, mech, space) -> float:
+    def _data_radius(engine, mech, space, wide) -> float:
         """Projected fits: ``RADIUS_MARGIN`` times a private ``RADIUS_QUANTILE`` quantile of
         the records' distances from the middle of the bounds (the exponential mechanism over
         the gaps, log scale; the rank of a distance moves by at most 1), at most the bounds'
-        half-diagonal."""
+        half-diagonal; wide data: ``WIDE_RADIUS_MARGIN`` and ``WIDE_RADIUS_QUANTILE``."""
+        quantile, margin = (WIDE_RADIUS_QUANTILE, WIDE_RADIUS_MARGIN) if wide else (
+            RADIUS_QUANTILE, RADIUS_MARGIN)
         bounds = space.bounds
         top = float(np.sqrt(np.sum(((bounds[:, 1] - bounds[:, 0]) / 2.0) ** 2)))
         dist = np.empty(engine.X.shape[0])
         for start in range(0, dist.size, 1 << 16):
             diff = np.asarray(engine.X[start:start + (1 << 16)], dtype=np.float64) - space.mid
             dist[start:start + diff.shape[0]] = np.sqrt(np.einsum("ij,ij->i", diff, diff))
-        q = mech.quantile(dist, RADIUS_QUANTILE, top * 1e-6, top,
+        q = mech.quantile(dist, quantile, top * 1e-6, top,
                           mech.plan.item(_ITEM_RADIUS).epsilon, 1.0,
-                          target=f"{RADIUS_QUANTILE:g} quantile of the distances from the "
+                          target=f"{quantile:g} quantile of the distances from the "
                           "middle of the bounds", note="one distance per record: the rank of "
                           "any value moves by at most 1", log_scale=True, overwrite_input=True,
                           item=_ITEM_RADIUS)
-        return min(top, RADIUS_MARGIN * q)
+        return min(top, margin * q)
 
     def _overcluster(self, engine, tree_engine, mech, space, points, spread2, first, rho):
         """One cluster per coreset point, refined on the data: the records nearest each point
@@ -703,18 +671,22 @@ class CoresetKMeans(PrivateClusterMixin):
         return ks[i], cands[i], ks
 
     @staticmethod
-    def _lloyd(engine, mech, space, centres, sizes, var, steps, step):
+    def _lloyd(engine, mech, space, centres, sizes, var, steps, step, sizes_released=True):
         """The Lloyd steps at k, in the original space (``BALL_MARGIN``): records
         assigned by their distances corrected for the centres' noise, each restricted to a ball
         about its centre; a private quantile of the corrected distances sets the radii (one
         value per record: its rank moves by at most 1). The new centres are averaged with the
         previous ones, weighted by the inverse of their noise variances ``var`` (per
-        coordinate): post-processing. Returns ``(centres, noisy sizes, history)``."""
+        coordinate): post-processing. A step's noisy sizes are compared with the previous
+        step's (and with ``sizes`` when ``sizes_released``: a release about these same
+        clusters) to find the balls that lost their clusters. Returns ``(centres, noisy
+        sizes, history)``."""
         bounds = space.bounds
         k, d = centres.shape
         top = float(np.sqrt(np.sum(((bounds[:, 1] - bounds[:, 0]) / 2.0) ** 2)))
         centres = np.clip(centres, bounds[:, 0], bounds[:, 1])
         history = [centres]
+        widen = np.ones(k)
         for i, budget in enumerate(steps):
             names = budget.names
             label = f"Lloyd step {i + 1}"
@@ -728,12 +700,20 @@ class CoresetKMeans(PrivateClusterMixin):
                               f"distances, {label}", note="one distance per record: "
                               "the rank of any value moves by at most 1", log_scale=True,
                               overwrite_input=True, item=names[2])
-            radius = np.minimum(top, BALL_MARGIN * np.sqrt(q**2 + noise2))
-            new, sizes = ball_step(engine, mech, labels, centres, radius, budget.epsilon,
-                                   items=names[:2], label=label, bounds=bounds, rho=budget.rho,
-                                   fallback=centres)
-            new_var = centre_variance(radius, sizes, budget.epsilon, budget.rho, d)
+            radius = np.minimum(top, widen * BALL_MARGIN * np.sqrt(q**2 + noise2))
+            new, new_sizes = ball_step(engine, mech, labels, centres, radius, budget.epsilon,
+                                       items=names[:2], label=label, bounds=bounds,
+                                       rho=budget.rho, fallback=centres)
+            new_var = centre_variance(radius, new_sizes, budget.epsilon, budget.rho, d)
+            # a ball that lost most of its cluster: its estimate is dropped, the centre's
+            # variance is at least the ball's (the cluster lies beyond it), later balls wider
+            lost = lost_clusters(new_sizes, sizes, budget.epsilon) if i or sizes_released \
+                else np.zeros(k, dtype=bool)
+            new_var[lost] = np.inf
             w, var = inverse_variance(var, new_var)
+            var = np.where(lost, np.maximum(var, radius**2 / d), var)
+            widen = np.where(lost, LOST_WIDEN * widen, widen)
+            sizes = np.where(lost, sizes, new_sizes)
             centres = np.clip(centres + w[:, None] * (new - centres), bounds[:, 0], bounds[:, 1])
             history.append(centres)
             step()

@@ -11,7 +11,8 @@ import numpy as np
 from .._base import nearest_centre
 from .refine import COUNT_SHARE
 
-__all__ = ["SUPPORT_SCALES", "extra_centres", "inverse_variance", "merged_centres", "supported"]
+__all__ = ["SUPPORT_SCALES", "extra_centres", "inverse_variance", "lost_clusters",
+           "merged_centres", "supported"]
 
 #: A refined coreset point (and, for wide data, a recovered cluster) is kept when its noisy
 #: size reaches this many noise scales of its count (an empty one passes with probability about
@@ -46,6 +47,15 @@ def supported(sizes, eps_step, at_least: int = 1) -> np.ndarray:
         keep = np.zeros(sizes.size, dtype=bool)
         keep[np.argsort(-sizes, kind="stable")[:at_least]] = True
     return keep
+
+
+def lost_clusters(sizes, previous, eps_step) -> np.ndarray:
+    """Which clusters a Lloyd step's ball lost (post-processing of released sizes): a noisy
+    size that, raised by ``SUPPORT_SCALES`` noise scales of its count, is still below half the
+    cluster's previous noisy size. The ball then missed most of the cluster (the centre's
+    noise was in the upper tail of its estimate), and its mean estimates a fringe of it."""
+    scale = 1.0 / (COUNT_SHARE * eps_step)
+    return np.asarray(sizes) + SUPPORT_SCALES * scale < 0.5 * np.asarray(previous)
 
 
 def inverse_variance(var, new_var):
