@@ -6,7 +6,8 @@ its labels disagree, no private choice of k built on such a criterion can land o
 
 For every k, non-private ``KMeans(k, n_init=3, random_state=0)`` on the set (at most 20,000
 records, a fixed random subset) gives one clustering; the table prints its ARI against the
-labels and four criteria of it: the mean simplified silhouette (what ``CoresetKMeans`` scores,
+labels (noise points, labelled -1, a group of their own, as in ``benchmarks/default.py``) and
+four criteria of it: the mean simplified silhouette (what ``CoresetKMeans`` scores,
 privately, through the exponential mechanism), the full silhouette on 5,000 records, the
 Calinski-Harabasz index (higher is better) and the Davies-Bouldin index (lower is better). The
 last lines name the k each criterion picks and the k of the best ARI. Sets come from the data
@@ -46,7 +47,7 @@ def criteria_rows(X, y, ks):
     for k in ks:
         km = KMeans(k, n_init=3, random_state=0).fit(X)
         lab = km.labels_
-        rows.append((k, ari(y[y >= 0], lab[y >= 0]), simplified_silhouette(X, km.cluster_centers_),
+        rows.append((k, ari(y, lab), simplified_silhouette(X, km.cluster_centers_),
                      silhouette_score(X, lab, sample_size=min(SILHOUETTE_ROWS, X.shape[0]),
                                       random_state=0),
                      calinski_harabasz_score(X, lab), davies_bouldin_score(X, lab)))
