@@ -12,7 +12,7 @@ from .._base import nearest_centre
 from .refine import COUNT_SHARE
 
 __all__ = ["SUPPORT_SCALES", "extra_centres", "inverse_variance", "lost_clusters",
-           "merged_centres", "supported"]
+           "merged_centres", "support_floor", "supported"]
 
 #: A refined coreset point (and, for wide data, a recovered cluster) is kept when its noisy
 #: size reaches this many noise scales of its count (an empty one passes with probability about
@@ -37,12 +37,17 @@ def extra_centres(P, w, count, box, gen) -> np.ndarray:
     return np.clip(base + offset, box[:, 0], box[:, 1])
 
 
+def support_floor(eps_step) -> float:
+    """``SUPPORT_SCALES`` noise scales of a step's noisy count (public: the step's epsilon)."""
+    return SUPPORT_SCALES / (COUNT_SHARE * eps_step)
+
+
 def supported(sizes, eps_step, at_least: int = 1) -> np.ndarray:
     """Which clusters a step's noisy sizes support (post-processing): a noisy size of at
     least ``SUPPORT_SCALES`` noise scales of the step's count; when fewer, the ``at_least``
     largest (ties: the first)."""
     sizes = np.asarray(sizes)
-    keep = sizes >= SUPPORT_SCALES / (COUNT_SHARE * eps_step)
+    keep = sizes >= support_floor(eps_step)
     if keep.sum() < min(at_least, sizes.size):
         keep = np.zeros(sizes.size, dtype=bool)
         keep[np.argsort(-sizes, kind="stable")[:at_least]] = True
@@ -54,8 +59,7 @@ def lost_clusters(sizes, previous, eps_step) -> np.ndarray:
     size that, raised by ``SUPPORT_SCALES`` noise scales of its count, is still below half the
     cluster's previous noisy size. The ball then missed most of the cluster (the centre's
     noise was in the upper tail of its estimate), and its mean estimates a fringe of it."""
-    scale = 1.0 / (COUNT_SHARE * eps_step)
-    return np.asarray(sizes) + SUPPORT_SCALES * scale < 0.5 * np.asarray(previous)
+    return np.asarray(sizes) + support_floor(eps_step) < 0.5 * np.asarray(previous)
 
 
 def inverse_variance(var, new_var):
