@@ -182,3 +182,28 @@ def test_noisy_mixture_with_coincident_means_fits_without_runtime_warnings():
             )
             est.fit(U)
         assert est.labels_.shape == (1000,)
+
+
+def test_a_base_with_its_own_zcdp_block_is_refused_before_any_data_is_read():
+    """CoresetKMeans keeps its sums in a zCDP block of its own, which cannot share a plan with
+    the covariance pass: an unfitted one is refused with the way out (fit it first), before
+    it reads the data; fitted first under a shared accountant, both spend what they plan."""
+    from sklearn.datasets import make_blobs
+
+    from privclust import Accountant, Budget, CoresetKMeans
+
+    X, _ = make_blobs(6000, 4, centers=5, random_state=0)
+    base = CoresetKMeans(8, bounds=(-15, 15), random_state=1)
+    refused = MorseMerging(base, 3, epsilon=0.5, delta=1e-5, random_state=1)
+    with pytest.raises(ValueError, match="fit it first"):
+        refused.fit(X)
+    assert not hasattr(refused, "base_estimator_") and not hasattr(refused, "labels_")
+    accountant = Accountant(Budget(0.8, 2e-5))
+    base.set_params(epsilon=0.5, delta=1e-5, accountant=accountant)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        base.fit(X)
+        model = MorseMerging(base, 3, epsilon=0.3, delta=1e-5, random_state=1,
+                             accountant=accountant).fit(X)
+    assert accountant.spent.epsilon == pytest.approx(0.8, rel=1e-9)
+    assert len(np.unique(model.labels_)) == 3

@@ -38,6 +38,7 @@ from .plan import (
     LineItem,
     PlanExceededError,
     PrivacyPlan,
+    ZcdpBlockTakenError,
     rule_delta,
     zcdp_rho_for,
 )
@@ -49,6 +50,7 @@ __all__ = [
     "LineItem",
     "PlanExceededError",
     "PrivacyPlan",
+    "ZcdpBlockTakenError",
     "rule_delta",
     "zcdp_rho_for",
     "Accountant",

@@ -39,6 +39,7 @@ __all__ = [
     "LineItem",
     "PlanExceededError",
     "PrivacyPlan",
+    "ZcdpBlockTakenError",
     "rule_delta",
     "zcdp_rho_for",
 ]
@@ -61,6 +62,11 @@ _KINDS = ("pure", "approx", "zcdp")
 class PlanExceededError(RuntimeError):
     """A release asked for more than its line item holds (a bug in an estimator, never a user
     mistake: the plan is fixed before data is read)."""
+
+
+class ZcdpBlockTakenError(ValueError):
+    """A second zCDP line item for a plan that has one: raised while the plan is built, before
+    any data is read (a composite whose two parts each keep a zCDP block)."""
 
 
 def rule_delta(n_hat: float, cap: float = DELTA_CAP) -> float:
@@ -184,7 +190,7 @@ class PrivacyPlan:
             raise ValueError(f"pure line item {name!r} cannot carry delta")
         if kind == "zcdp" and any(i.kind == "zcdp" for i in self.items.values()):
             # one zCDP block per plan: the ledger converts the sum of rho once, at one delta
-            raise ValueError("a plan holds at most one zCDP line item")
+            raise ZcdpBlockTakenError("a plan holds at most one zCDP line item")
         item = LineItem(name, mechanism, kind, float(epsilon), float(delta_share), plan=self)
         self.items[name] = item
         return item

@@ -29,6 +29,7 @@ from ...privacy import (
     PrivacyPlan,
     PrivacyReport,
     Release,
+    ZcdpBlockTakenError,
     resolve_random_state,
     zcdp_to_approx_dp,
 )
@@ -489,6 +490,13 @@ class MorseMerging(ClusterMixin, BaseEstimator):
         base._plan_part = part
         try:
             base.fit(X)
+        except ZcdpBlockTakenError:
+            raise ValueError(
+                f"{type(base).__name__} releases its sums as a zCDP block of its own, which "
+                "cannot share one plan with the covariance pass; fit it first (its own epsilon "
+                "and delta, or a shared accountant), then pass the fitted model with "
+                "MorseMerging(epsilon=...) for the covariance pass"
+            ) from None
         finally:
             del base._plan_part
 
