@@ -185,3 +185,21 @@ def test_the_pipeline_decides_from_releases_only():
             except ReplayMismatch as exc:
                 raise ReplayMismatch(f"{label}: {exc}") from None
     assert checked > 0
+
+
+def test_a_clipper_refusal_inside_a_pipeline_is_charged():
+    """The clipper's noisy record count is a release: a pipeline that refuses on it (too few
+    records for private bounds) has spent its booking, every time."""
+    acc = Accountant(Budget(100.0, 0.0))
+    X = np.random.default_rng(0).normal(size=(1300, 3))  # private bounds need about 1,340
+    refused = 0
+    for seed in range(8):
+        try:
+            make_private_pipeline(PrivateClipper(0.1), DPLloyd(2, epsilon=0.4),
+                                  accountant=acc, random_state=seed).fit(X)
+        except ValueError as exc:
+            assert "too few records for private bounds" in str(exc)
+            refused += 1
+    assert 0 < refused < 8
+    assert acc.spent.epsilon == pytest.approx(8 * 0.5)
+    assert len(acc.reservations) == 8

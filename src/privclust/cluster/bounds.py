@@ -42,7 +42,8 @@ from ..privacy.bounds import (
 )
 from ._checks import MAX_ABS_BOUND, MIN_RELATIVE_WIDTH, MIN_WIDTH, check_data, check_epsilon
 
-__all__ = ["BOUNDS_ITEMS", "PrivateBounds", "feature_bin_counts", "private_bounds"]
+__all__ = ["BOUNDS_ITEMS", "PrivateBounds", "feature_bin_counts", "plan_bounds_items",
+           "private_bounds"]
 
 _CHUNK_ROWS = 1 << 16
 
@@ -123,9 +124,7 @@ class _Steps:
                         "zoom": self.budget.zoom, "radius": self.budget.radius}
         self.single = not own and not plan.has_item(BOUNDS_ITEMS["count"])
         if own:
-            for step, name in BOUNDS_ITEMS.items():
-                plan.add(name, _MECHANISM[step], "pure", self.amounts[step])
-            plan.validate()
+            plan_bounds_items(plan, epsilon, d)
 
     def item(self, step: str) -> str:
         return LEGACY_ITEM if self.single else BOUNDS_ITEMS[step]
@@ -140,6 +139,19 @@ class _Steps:
     def count(self, step: str, counts, *, target: str, note: str = "", same_records=False):
         return self.mech.count(counts, self.amounts[step], item=self.item(step), target=target,
                                note=note, same_records=same_records)
+
+
+def plan_bounds_items(plan, epsilon: float, d: int) -> None:
+    """Add the release's line items (:data:`BOUNDS_ITEMS`, each step's share of ``epsilon`` for
+    ``d`` features) to ``plan``, a plan or a part of one, and check that they add up. A caller
+    whose plan holds them (a pipeline's part) passes it to :func:`private_bounds`: every step
+    then draws from the caller's plan, and the record count is charged when it is drawn."""
+    budget = budget_split(epsilon, d)
+    amounts = {"count": budget.count, "scales": budget.scales, "zoom": budget.zoom,
+               "radius": budget.radius}
+    for step, name in BOUNDS_ITEMS.items():
+        plan.add(name, _MECHANISM[step], "pure", amounts[step])
+    plan.validate()
 
 
 _MECHANISM = {"count": "two-sided geometric count",
@@ -165,8 +177,10 @@ def private_bounds(X, epsilon: float, *, scales=DEFAULT_SCALES, random_state=Non
     random_state : None (secure) or an int / Generator (reproducible, not secure).
     accountant : a shared :class:`~privclust.Accountant`, charged before the data is read.
     plan, mech : internal: a caller's plan and ledger, when the bounds are a part of a larger
-        release. The plan holds either the line items of :data:`BOUNDS_ITEMS` or one item
-        ``"feature bounds"`` of ``epsilon`` that every step draws from.
+        release. The plan holds either the line items of :data:`BOUNDS_ITEMS`
+        (:func:`plan_bounds_items`) or one item ``"feature bounds"`` of ``epsilon`` that every
+        step draws from. Every release is then charged to the caller's plan as it is drawn, so
+        a refusal on the noisy record count has spent it (the caller has booked the plan).
 
     Returns
     -------
@@ -178,7 +192,8 @@ def private_bounds(X, epsilon: float, *, scales=DEFAULT_SCALES, random_state=Non
     ValueError
         When the noisy record count is below :func:`privclust.privacy.bounds.min_records`
         (which depends on ``epsilon`` and the number of features only): one sentence with the
-        number of records the design needs.
+        number of records the design needs. The refusal follows a release (the noisy count):
+        the budget booked for the bounds is spent, never refunded.
 
     Notes
     -----

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from ..cluster._base import check_epsilon, is_dask_input
-from ..cluster.bounds import private_bounds
-from ..privacy import Accountant, Budget, PrivacyReport
+from ..cluster.bounds import plan_bounds_items, private_bounds
+from ..privacy import Budget, Mechanisms, PrivacyReport, resolve_random_state
 from ._base import PrivateTransformerMixin
 
 
@@ -57,13 +57,10 @@ class PrivateClipper(PrivateTransformerMixin):
         if is_dask_input(X):
             raise ValueError("PrivateClipper works on in-memory data (private bounds are not "
                              "available on the Dask engine yet); give public bounds instead")
-        if part is not None:  # a step of a pipeline: one line item of the pipeline's plan
-            part.add("bounds", "private bounds", "pure", eps)
-            part.validate()
-            accountant = Accountant(Budget(eps, 0.0))  # the pipeline has booked the budget
-        found = private_bounds(X, eps, random_state=self.random_state, accountant=accountant)
-        if part is not None:
-            _charge_to_part(found.privacy_report_, part, "bounds")
+        if part is None:
+            found = private_bounds(X, eps, random_state=self.random_state, accountant=accountant)
+        else:
+            found = _bounds_in_part(X, eps, part, self.random_state)
         self.n_features_in_ = X.shape[1]
         self.bounds_ = self.output_bounds_ = found.bounds
         self.privacy_report_ = found.privacy_report_
@@ -74,11 +71,16 @@ class PrivateClipper(PrivateTransformerMixin):
         return self._checked_input(X, "transform")
 
 
-def _charge_to_part(report: PrivacyReport, part, item: str) -> None:
-    """Book the releases of a self-contained release (its own plan) to ``item`` of a pipeline's
-    plan part: the pipeline's ledger then sees every release under its own line items."""
-    name = part._name(item)
-    for release in report.releases:
-        part.parent.charge(name, release.epsilon, release.delta, release.rho)
+def _bounds_in_part(X, eps: float, part, random_state):
+    """Private bounds as a step of a pipeline: every release draws from the step's line items
+    of the pipeline's plan (booked before any data was read), so the noisy record count is
+    charged when it is drawn and a refusal on it has spent the budget (refusals are releases)."""
+    plan_bounds_items(part, eps, X.shape[1])
+    source = resolve_random_state(random_state)
+    report = PrivacyReport(estimator="private_bounds", planned=part.reserved(),
+                           random_source=source.description)
+    found = private_bounds(X, eps, plan=part, mech=Mechanisms(source, report, part))
     report.planned = part.planned()
     part.write_into(report)
+    part.check_ledger(report)
+    return found

@@ -246,7 +246,13 @@ class PrivacyPlan:
 
     def refund_if_unspent(self) -> None:
         """Give the accountant back the booking when the fit stopped before any release (a
-        part refused its input): nothing was published, so nothing was spent."""
+        part refused its input): nothing was published, so nothing was spent.
+
+        Only then: a refusal that follows a noisy value is a release (whether a fit goes on
+        depends on that value), so the budget behind it stays spent. Every release of a
+        composite is charged to the plan when it is drawn (:class:`Mechanisms` bound to the
+        plan or a part of it), so "no line item has spent anything" means "no noisy value was
+        drawn"."""
         booked = getattr(self, "reservation", None)
         if booked is None or any(i.spent_epsilon or i.spent_delta or i.spent_rho
                                  for i in self.items.values()):
