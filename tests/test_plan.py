@@ -343,9 +343,37 @@ def test_delta_none_reserves_the_cap_before_reading_data():
     rng = np.random.default_rng(0)
     m = DPM(epsilon=0.5, bounds=(-1, 1), accountant=acc, random_state=0).fit(
         rng.uniform(-1, 1, (50_000, 2)))
-    # the reservation was lowered to the delta the rule chose: the rest is free again
+    # the rule chose below the cap, but the guarantee (a privacy filter) is the cap, so the
+    # accountant keeps the cap booked: nothing of it is free again
     assert m.delta_ < DELTA_CAP
-    assert acc.remaining[1] == pytest.approx(DELTA_CAP - m.delta_, rel=1e-12)
+    assert acc.spent == Budget(0.5, DELTA_CAP) and acc.remaining[1] == 0.0
+    assert m.privacy_report_.guarantee().delta == DELTA_CAP
+    with pytest.raises(BudgetExceededError, match="No data was read"):
+        DPM(epsilon=0.5, bounds=(-1, 1), accountant=acc).fit(_Untouchable())
+
+
+def test_composite_fits_under_the_delta_rule_charge_the_cap(blobs):
+    """Pipelines, selections and Morse merging book the whole plan once: under the delta rule
+    the accountant is charged the cap, whatever delta the rule then chose."""
+    from privclust.model_selection import PrivateSelection
+    from privclust.pipeline import make_private_pipeline
+    from privclust.preprocessing import PrivateScaler
+
+    X, _ = blobs
+    fits = [
+        lambda acc: make_private_pipeline(PrivateScaler(0.1, bounds=B), _mixture(0.9, None),
+                                          accountant=acc, random_state=0),
+        lambda acc: PrivateSelection([DPLloyd(2, bounds=B), _mixture(0.5, None)], epsilon=1.0,
+                                     accountant=acc, random_state=0),
+        lambda acc: MorseMerging(DPM(bounds=B), 2, epsilon=1.0, accountant=acc,
+                                 random_state=0),
+    ]
+    for make in fits:
+        acc = Accountant(Budget(2.0, 2 * DELTA_CAP))
+        report = make(acc).fit(X).privacy_report_
+        assert report.total().delta < DELTA_CAP  # what the rule chose on this data set
+        assert acc.spent.epsilon == pytest.approx(1.0, rel=1e-9)
+        assert acc.spent.delta == DELTA_CAP, report.estimator
 
 
 def test_every_estimator_uses_the_one_delta_rule(blobs):

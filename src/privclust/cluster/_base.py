@@ -356,7 +356,7 @@ class PrivateFitMixin:
     @staticmethod
     def _reserve_plan(plan, accountant, label: str) -> None:
         """Check that the line items add up to the budget and book it (still before any
-        noise is drawn). With the delta rule, the booking is lowered to the chosen delta."""
+        noise is drawn). With the delta rule the booking is the cap, and stays the cap."""
         plan.validate()
         if accountant is None:
             return

@@ -417,10 +417,11 @@ class Accountant:
             return len(self.reservations) - 1
 
     def settle(self, handle: int, actual: Budget) -> None:
-        """Lower a reservation to what a fit's plan fixed later (the delta rule picks delta from
-        a released count after the cap was reserved). Never raises it. Valid under adaptive
-        composition: every fit's parameters stay within what was reserved on every path (the
-        basic-composition privacy filter, Rogers et al. 2016)."""
+        """Lower a reservation; never raises it. privclust settles a booking to zero only when
+        a composite fit stopped before any noisy value was drawn (a user mistake caught
+        early: nothing was released). A refusal that follows a noisy value is a release and is
+        never settled down; nor is the delta rule's cap lowered to the delta the rule chose
+        (the guarantee, and so the cost, is the reserved cap)."""
         with self._lock:
             label, booked = self.reservations[handle]
             if not actual.fits_in(booked):

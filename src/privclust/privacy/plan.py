@@ -6,7 +6,8 @@ Every privclust fit works from one :class:`PrivacyPlan`:
    mechanism family, pure / approximate / zCDP, its share of the budget);
 2. the plan's total is composed by the same code as the ledger (:func:`compose`) and checked
    against the :class:`~privclust.privacy.Accountant` **before any data is read**. With
-   ``delta=None`` the accountant reserves the most the delta rule can pick (:data:`DELTA_CAP`);
+   ``delta=None`` the accountant reserves the most the delta rule can pick (:data:`DELTA_CAP`)
+   and keeps it: the cap is the guarantee, so the cap is what a shared budget is charged;
 3. :class:`~privclust.privacy.Mechanisms` draws only from a named line item and refuses to spend
    past it (:class:`PlanExceededError`);
 4. budget a fit cannot use (levels a tree never reached) is moved to a later line item with
@@ -174,7 +175,6 @@ class PrivacyPlan:
         self.delta_note = ""
         self.items: dict[str, LineItem] = {}
         self.notes: list[str] = []
-        self._settle = []  # callbacks run when the delta rule fixes delta (accountants)
 
     # ------------------------------------------------------------------ building
     def add(self, name: str, mechanism: str, kind: str, epsilon: float,
@@ -227,22 +227,17 @@ class PrivacyPlan:
             f"{capped}, n_hat = {float(n_hat):g} from {source}; {self.delta_cap:g} was "
             "reserved before the data was read"
         )
-        for settle in self._settle:
-            settle(Budget(self.epsilon, self.delta))
         return self.delta
 
-    def on_delta_resolved(self, callback) -> None:
-        """Call ``callback(budget)`` once the delta rule has fixed delta."""
-        self._settle.append(callback)
-
     def book(self, accountant, label: str) -> None:
-        """Check and book the whole plan with ``accountant`` (before any data is read); with
-        the delta rule the booking is lowered to the chosen delta later. For composite fits
-        (Morse merging, pipelines, model selection), whose parts book nothing themselves."""
+        """Check and book the whole plan with ``accountant`` (before any data is read). With
+        the delta rule the booking is the cap and stays the cap: the privacy filter that makes
+        the rule sound (Rogers et al. 2016) proves the reserved cap, not the delta chosen from
+        a released count, so the cap is what the fit costs a shared budget. Used by every
+        fit; composite fits (Morse merging, pipelines, model selection) book once for all
+        their parts, which book nothing themselves."""
         handle = accountant.reserve(self.reserved(), label)
         self.reservation = (accountant, handle)
-        if self.delta_rule:
-            self.on_delta_resolved(lambda actual: accountant.settle(handle, actual))
 
     def refund_if_unspent(self) -> None:
         """Give the accountant back the booking when the fit stopped before any release (a
@@ -530,9 +525,6 @@ class PlanPart:
 
     def check_ledger(self, report) -> None:
         _check_ledger(self.prefix, self._own(), self.epsilon, report)
-
-    def on_delta_resolved(self, callback) -> None:
-        pass  # the parent's accountant settles the whole plan
 
     @property
     def delta_rule(self) -> bool:
