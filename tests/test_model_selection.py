@@ -19,6 +19,7 @@ from privclust import (
     Accountant,
     Budget,
     BudgetExceededError,
+    CoresetKMeans,
     DPGaussianMixture,
     DPLloyd,
     HSTKMeans,
@@ -122,7 +123,7 @@ def test_pure_candidates_make_a_pure_selection_and_the_delta_rule_is_resolved_on
                            random_state=0).fit(blobs)
     report = sel.privacy_report_
     assert report.delta_reserved == 1e-5  # the cap was reserved, the rule chose below it
-    assert 0 < acc.spent.delta <= 1e-5 and acc.spent.epsilon == pytest.approx(1.0)
+    assert acc.spent.delta == 1e-5 and acc.spent.epsilon == pytest.approx(1.0)  # the cap
     assert report.total().epsilon == pytest.approx(1.0)
     assert sum("delta=None: delta = " in n for n in report.notes) == 1
 
@@ -251,6 +252,32 @@ def test_bad_candidates_get_one_clear_sentence(candidates, kwargs, error, match)
         PrivateSelection(candidates, accountant=acc, **kwargs).fit(Untouchable())
     assert len(str(info.value)) < 300
     assert acc.spent == Budget(0.0, 0.0)
+
+
+def test_candidates_that_each_keep_a_zcdp_block_are_refused_before_the_data_is_read(blobs):
+    """CoresetKMeans keeps its sums in a zCDP block (with delta) and a plan holds one: two such
+    candidates are refused from their parameters, before anything is booked or read (they
+    once failed in the second candidate, after the first had spent); with delta=0 they are
+    pure and the selection spends exactly its plan."""
+    acc = Accountant(Budget(2.0, 1e-4))
+    with pytest.raises(ValueError, match=r"candidates\[0\] \(CoresetKMeans\) and "
+                                         r"candidates\[1\] \(CoresetKMeans\).*delta=0"):
+        select_n_clusters(CoresetKMeans(bounds=BOUNDS), Untouchable(), [2, 4],
+                          accountant=acc, random_state=0)
+    with pytest.raises(ValueError, match="zCDP block.*keep one of them"):
+        PrivateSelection([CoresetKMeans(2, bounds=BOUNDS), DPGaussianMixture(4, bounds=BOUNDS)],
+                         accountant=acc).fit(Untouchable())
+    assert acc.spent == Budget(0.0, 0.0) and acc.reservations == []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sel = select_n_clusters(CoresetKMeans(bounds=BOUNDS), blobs, [2, 4], delta=0,
+                                accountant=acc, random_state=0)
+    assert acc.spent.epsilon == pytest.approx(1.0, rel=1e-9) and acc.spent.delta == 0.0
+    assert sel.privacy_report_.total().epsilon == pytest.approx(1.0, rel=1e-9)
+    one = PrivateSelection([CoresetKMeans(4, bounds=BOUNDS), DPLloyd(4, bounds=BOUNDS)],
+                           accountant=acc, random_state=0).fit(blobs)  # one block: fits
+    assert acc.spent.epsilon == pytest.approx(2.0, rel=1e-9)
+    assert one.privacy_report_.zcdp_delta > 0
 
 
 def test_bounds_of_the_wrong_width_name_the_candidate_and_refund(blobs):

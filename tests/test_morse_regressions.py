@@ -192,12 +192,24 @@ def test_a_base_with_its_own_zcdp_block_is_refused_before_any_data_is_read():
 
     from privclust import Accountant, Budget, CoresetKMeans
 
+    class Unread:  # the shape is public metadata; the values must not be read
+        shape = (6000, 4)
+
+        def __array__(self, *args, **kwargs):
+            raise AssertionError("the data was read")
+
     X, _ = make_blobs(6000, 4, centers=5, random_state=0)
     base = CoresetKMeans(8, bounds=(-15, 15), random_state=1)
-    refused = MorseMerging(base, 3, epsilon=0.5, delta=1e-5, random_state=1)
-    with pytest.raises(ValueError, match="fit it first"):
-        refused.fit(X)
-    assert not hasattr(refused, "base_estimator_") and not hasattr(refused, "labels_")
+    booked = Accountant(Budget(1.0, 1e-4))
+    for delta in (1e-5, None):
+        refused = MorseMerging(base, 3, epsilon=0.5, delta=delta, random_state=1,
+                               accountant=booked)
+        with pytest.raises(ValueError, match="fit it first") as info:
+            refused.fit(Unread())
+        message = str(info.value)
+        assert message.count(". ") == 0 and "MorseMerging(epsilon=...)" in message
+        assert not hasattr(refused, "base_estimator_") and not hasattr(refused, "labels_")
+    assert booked.spent == Budget(0.0, 0.0) and booked.reservations == []
     accountant = Accountant(Budget(0.8, 2e-5))
     base.set_params(epsilon=0.5, delta=1e-5, accountant=accountant)
     with warnings.catch_warnings():

@@ -411,6 +411,14 @@ class PrivateClusterMixin(PrivateFitMixin, ClusterMixin, BaseEstimator):
     #: composite fit (Morse merging) can take its delta rule's count from them.
     releases_cluster_sizes = False
 
+    @staticmethod
+    def keeps_zcdp_block(delta) -> bool:
+        """Whether a fit at ``delta`` (a number, or None for the delta rule) keeps a zCDP line
+        item in its plan, from the parameters alone. A plan holds one zCDP block (the ledger
+        converts the sum of rho once, at one delta), so a composite fit (a selection, Morse
+        merging) checks this before any data is read."""
+        return False
+
     def plan(self, n, *, d=None, expected_clusters=None):
         """What a fit on ``n`` records (or a ``(low, high)`` range) can and cannot find, from
         public inputs only (:func:`privclust.planner.plan` of this unfitted estimator; no

@@ -293,6 +293,12 @@ class CoresetKMeans(PrivateClusterMixin):
 
     releases_cluster_sizes = True
 
+    @staticmethod
+    def keeps_zcdp_block(delta) -> bool:
+        """With ``delta`` > 0 or None the refinement's sums are one zCDP block; ``delta=0``:
+        Laplace sums, pure epsilon-DP, no zCDP block."""
+        return delta is None or delta > 0
+
     def __init__(
         self,
         n_clusters=None,

@@ -20,8 +20,8 @@ from ..cluster._base import (
     is_private_bounds,
 )
 
-__all__ = ["candidate_label", "check_candidates", "check_shares", "grid_candidates",
-           "size_param", "takes_delta"]
+__all__ = ["candidate_label", "check_candidates", "check_one_zcdp_block", "check_shares",
+           "grid_candidates", "size_param", "takes_delta"]
 
 #: Estimators whose fit releases no centres: the selection's score cannot be computed for them.
 _NO_CENTRES = (DPDBSCAN,)
@@ -71,6 +71,27 @@ def check_candidates(candidates) -> list:
         )
     _check_feature_counts(candidates)
     return [clone(c) for c in candidates]
+
+
+def check_one_zcdp_block(candidates) -> None:
+    """At most one candidate keeps a zCDP block at the delta the selection gave it (a plan
+    holds one): checked from the parameters, before the plan is booked and any data is read,
+    so that no candidate is refused after others have spent."""
+    keeping = [(i, c) for i, c in enumerate(candidates)
+               if c.keeps_zcdp_block(c.get_params(deep=False).get("delta", 0.0))]
+    if len(keeping) < 2:
+        return
+    (i, a), (j, b) = keeping[:2]
+    fix = "keep one of them"
+    if not any(c.keeps_zcdp_block(0.0) for _, c in keeping):
+        names = ", ".join(sorted({type(c).__name__ for _, c in keeping}))
+        fix = (f"pass delta=0 to the selection ({names} then adds Laplace noise to its sums: "
+               "pure epsilon-DP), or keep one of them")
+    raise ValueError(
+        f"candidates[{i}] ({type(a).__name__}) and candidates[{j}] ({type(b).__name__}) would "
+        f"each keep a zCDP block (Gaussian noise on their sums), and a selection's plan holds "
+        f"one; {fix}"
+    )
 
 
 def _check_one(i: int, est) -> None:

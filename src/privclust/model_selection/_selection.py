@@ -27,6 +27,7 @@ from ._candidates import (
     candidate_label,
     check_bounds_for,
     check_candidates,
+    check_one_zcdp_block,
     check_shares,
     grid_candidates,
     takes_delta,
@@ -97,7 +98,9 @@ class PrivateSelection(ClusterMixin, BaseEstimator):
     Parameters
     ----------
     candidates : list of at least two privclust centre models (unfitted; fitted ones are
-        cloned and refitted). At most one DPGaussianMixture (a plan holds one zCDP block).
+        cloned and refitted). At most one candidate that keeps a zCDP block (a plan holds
+        one): one DPGaussianMixture, or one CoresetKMeans unless ``delta=0`` (its sums are
+        then pure Laplace releases); more are refused before any data is read.
     epsilon : the whole selection's budget (> 0).
     delta : see "Delta" (None: the delta rule when a candidate uses delta).
     selection_share : the selection's share of epsilon (default 0.05). The score sums grow
@@ -149,6 +152,7 @@ class PrivateSelection(ClusterMixin, BaseEstimator):
         source = resolve_random_state(self.random_state)
         plan, bounds_part, parts = self._build_plan(candidates, eps, delta, eps_b, eps_c, eps_s)
         self._configure(candidates, parts, source)
+        check_one_zcdp_block(candidates)  # before the plan is booked: no candidate fails late
         accountant = self._reserve(plan)  # checked and booked before any data is read
         try:
             X = check_X(self, X, reset=True)

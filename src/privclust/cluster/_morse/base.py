@@ -287,3 +287,11 @@ def _positive_delta(delta, who: str):
             "(epsilon, delta)-DP; pass delta=1e-6, or delta=None for the delta rule"
         )
     return delta
+
+def _zcdp_base_message(base) -> str:
+    """One sentence for an unfitted base that keeps a zCDP block (CoresetKMeans with delta):
+    the covariance pass keeps one too, and one plan holds one."""
+    return (f"{type(base).__name__} keeps its sums in a zCDP block of its own, which cannot "
+            "share MorseMerging's plan with the covariance pass's block (a plan holds one); "
+            "fit it first, with its own epsilon and delta or a shared accountant, then pass the "
+            "fitted model with MorseMerging(epsilon=...) for the covariance pass")

@@ -57,6 +57,7 @@ from .base import (
     _is_mixture,
     _positive_delta,
     _releases_sizes,
+    _zcdp_base_message,
     pool_centres,
 )
 from .equilibria import (
@@ -454,6 +455,10 @@ class MorseMerging(ClusterMixin, BaseEstimator):
         accountant = self.accountant if self.accountant is not None else Accountant()
         if not isinstance(accountant, Accountant):
             raise TypeError("accountant must be a privclust.Accountant or None")
+        if not fitted and not mixture:
+            base_delta = None if plan.delta is None else plan.delta * (1.0 - self.covariance_share)
+            if getattr(base, "keeps_zcdp_block", lambda _: False)(base_delta):
+                raise ValueError(_zcdp_base_message(base))  # before any data is read
         accountant.check(plan.reserved(), name)  # before any data is read
         base_part = cov_part = None
         if fitted:
@@ -490,13 +495,8 @@ class MorseMerging(ClusterMixin, BaseEstimator):
         base._plan_part = part
         try:
             base.fit(X)
-        except ZcdpBlockTakenError:
-            raise ValueError(
-                f"{type(base).__name__} releases its sums as a zCDP block of its own, which "
-                "cannot share one plan with the covariance pass; fit it first (its own epsilon "
-                "and delta, or a shared accountant), then pass the fitted model with "
-                "MorseMerging(epsilon=...) for the covariance pass"
-            ) from None
+        except ZcdpBlockTakenError:  # an estimator whose keeps_zcdp_block said otherwise
+            raise ValueError(_zcdp_base_message(base)) from None
         finally:
             del base._plan_part
 
