@@ -53,6 +53,12 @@ class PrivatePipeline(Pipeline):
     it. Stateless steps (``FunctionTransformer``, ``Normalizer``) read each record alone and
     are fine.
 
+    Every release of every step is charged to the pipeline's plan when it is drawn. A step that
+    refuses after a release (a clipper whose noisy record count is too low for private bounds)
+    leaves the whole booking spent: a refusal that follows a noisy value is a release. The
+    booking is given back only when the pipeline stopped before any noisy value was drawn.
+    With ``delta=None`` the accountant is charged the delta rule's cap, the guarantee.
+
     Examples
     --------
     >>> from sklearn.datasets import make_blobs
