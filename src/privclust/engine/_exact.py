@@ -49,6 +49,13 @@ the order (unlike the ``n 2**-53 sum|x|`` of a running sum), and is of the same 
 rounding of the noise addition that follows, which the floating-point caveat of continuous
 releases covers.
 
+Centring. Totals about a public point ``a`` (``sum (q(x) - a)``, ``sum (q(x) - a)^2``, ...)
+are formed from the exact totals and the exact value of ``a`` in integer arithmetic, then
+rounded once (:func:`centred_stats`): still a function of the exact totals alone, which one
+record moves by exactly its centred contribution. Centring after the conversion would not be:
+``fl(N 2**e) - n a`` carries the conversion's error, up to ``n |a| 2**-53``, into a value that
+may be ``|a| / half-width`` times smaller.
+
 Scratch memory. The chunk-sized temporaries live in per-thread scratch arrays (about 25 MB
 per thread at most) reused by every chunk and query: allocating them afresh costs page faults
 on every chunk.
@@ -62,9 +69,9 @@ from .._geometry import single_threaded_blas
 from .._scratch import as_scratch, scratch
 from .base import AssignmentStats
 
-__all__ = ["BoxGrid", "ExactSums", "as_scratch", "centred_exponents", "centred_units",
-           "check_width", "float_stats", "grid_exponents", "group_sums", "moment_parts",
-           "row_group_sums", "scratch", "sq_norm_parts"]
+__all__ = ["BoxGrid", "ExactSums", "as_scratch", "centred_exponents", "centred_stats",
+           "centred_units", "check_width", "float_stats", "grid_exponents", "group_sums",
+           "moment_parts", "row_group_sums", "scratch", "sq_norm_parts"]
 
 #: Values are at most 2**UNIT_BITS grid units.
 UNIT_BITS = 31
@@ -134,11 +141,88 @@ def check_width(d: int) -> None:
         raise ValueError(f"exact sums support at most {MAX_CHUNK_VALUES} features; got {d}")
 
 
-def float_stats(counts, sums, moments=None, sq_norms=None) -> AssignmentStats:
-    """:class:`AssignmentStats` of float64 values from exact totals (:class:`ExactSums`)."""
+def float_stats(counts, sums, moments=None, sq_norms=None, about=None) -> AssignmentStats:
+    """:class:`AssignmentStats` of float64 values from exact totals (:class:`ExactSums`).
+
+    ``about`` (public, (d,)): the statistics of the rounded records relative to it, centred
+    exactly on the integer totals before their single rounding (:func:`centred_stats`)."""
+    if about is not None and np.any(about):
+        return centred_stats(counts, sums, moments, sq_norms, about)
     return AssignmentStats(counts, sums.to_float(),
                            None if moments is None else moments.to_float(),
                            None if sq_norms is None else sq_norms.total_float())
+
+
+def _dyadic(a: float) -> tuple[int, int]:
+    """``a = A * 2**f`` exactly: ``(A, f)`` (every finite float64 is such a number)."""
+    num, den = float(a).as_integer_ratio()
+    return num, 1 - den.bit_length()
+
+
+def _round_terms(terms) -> float:
+    """The float64 nearest the exact sum of ``v * 2**e`` over ``terms`` (Python integers ``v``,
+    ``e``): the terms are added as integers, then rounded once."""
+    low = min(e for _, e in terms)
+    return _ldexp_int(sum(v << (e - low) for v, e in terms), low)
+
+
+def centred_stats(counts, sums, moments, sq_norms, about) -> AssignmentStats:
+    """The statistics of the rounded records ``q(x)`` about a public point ``a`` ((d,)):
+    ``sum (q - a)``, ``sum (q - a)(q - a)^T`` and ``sum ||q - a||^2`` per group, as float64.
+
+    Each is computed exactly from the exact totals (``N``: sums, ``M``: moments, ``Q``:
+    squared norms, ``n``: counts) and the exact value of ``a`` (a float64 is a dyadic
+    rational): ``N - n a``, ``M - a N^T - N a^T + n a a^T``, ``Q - 2 a.N + n ||a||^2`` in
+    Python integers, then rounded to float64 once. So each is a function of the exact totals
+    alone, and one record moves its exact value by the record's own centred contribution
+    (``q(x) - a``, ...), whatever ``n`` and ``|a|``: centring the float64 totals instead
+    (``fl(N) - n a``) leaves a rounding error of about ``n |a| 2**-53`` that does not cancel
+    between neighbouring data sets. Features with ``a_j = 0`` are the uncentred totals,
+    bit for bit; the rest costs a few Python integer operations per entry (``k d`` sums,
+    ``k d^2`` moments), far less than the pass over the records that made the totals."""
+    about = np.asarray(about, dtype=float)
+    a = [_dyadic(v) for v in about]
+    cols = np.flatnonzero(about)
+    counts_i = [int(c) for c in np.asarray(counts)]
+    k = len(counts_i)
+    n_limbs, n_exp = sums.limbs, np.broadcast_to(sums.exp, sums.shape)
+
+    def total(g, j):  # the exact sum of feature j over group g, as (integer, exponent)
+        return _as_int(n_limbs, (g, j)), int(n_exp[g, j])
+
+    out_sums = sums.to_float()
+    for g in range(k):
+        for j in cols:
+            (v, e), (A, f) = total(g, j), a[j]
+            out_sums[g, j] = _round_terms([(v, e), (-counts_i[g] * A, f)])
+    out_moments = None
+    if moments is not None:
+        out_moments = moments.to_float()
+        m_limbs, m_exp = moments.limbs, np.broadcast_to(moments.exp, moments.shape)
+        touched = about != 0
+        for g in range(k):
+            for j in range(about.size):
+                for m in range(j, about.size):
+                    if not (touched[j] or touched[m]):
+                        continue
+                    (vj, ej), (vm, em), (aj, fj), (am, fm) = total(g, j), total(g, m), a[j], a[m]
+                    value = _round_terms([
+                        (_as_int(m_limbs, (g, j, m)), int(m_exp[g, j, m])),
+                        (-am * vj, fm + ej), (-aj * vm, fj + em),
+                        (counts_i[g] * aj * am, fj + fm)])
+                    out_moments[g, j, m] = out_moments[g, m, j] = value
+    out_sq = None
+    if sq_norms is not None:
+        q_limbs, q_exp = sq_norms.limbs, np.broadcast_to(sq_norms.exp, sq_norms.shape)
+        out_sq = np.empty(k)
+        for g in range(k):
+            terms = [(_as_int(q_limbs, (r, g)), int(q_exp[r, g]))
+                     for r in range(sq_norms.shape[0])]
+            for j in cols:
+                (v, e), (A, f) = total(g, j), a[j]
+                terms += [(-2 * A * v, f + e), (counts_i[g] * A * A, 2 * f)]
+            out_sq[g] = _round_terms(terms)
+    return AssignmentStats(counts, out_sums, out_moments, out_sq)
 
 
 def group_sums(lab, u, k: int) -> np.ndarray:
