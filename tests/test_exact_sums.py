@@ -217,6 +217,12 @@ def test_statistics_about_a_point_are_centred_exactly_then_rounded_once():
     np.testing.assert_array_equal(st.sums, sums)
     np.testing.assert_array_equal(st.moments, mom)
     np.testing.assert_array_equal(st.sq_norms, sq)
+    tiny = np.array([1.7e9 + 1800.0, -1e-300, 0.3])  # integers of over 1,024 bits inside
+    st_tiny = eng.assignment_stats(NearestCentre(centres), second_moments=True,
+                                   squared_norms=True, about=tiny)
+    for got, want in zip((st_tiny.sums, st_tiny.moments, st_tiny.sq_norms),
+                         _ref_centred(X, bounds, lab, 2, tiny), strict=True):
+        np.testing.assert_array_equal(got, want)
     plain = eng.assignment_stats(NearestCentre(centres), second_moments=True,
                                  squared_norms=True)
     zero = eng.assignment_stats(NearestCentre(centres), second_moments=True,

@@ -153,17 +153,52 @@ def float_stats(counts, sums, moments=None, sq_norms=None, about=None) -> Assign
                            None if sq_norms is None else sq_norms.total_float())
 
 
-def _dyadic(a: float) -> tuple[int, int]:
-    """``a = A * 2**f`` exactly: ``(A, f)`` (every finite float64 is such a number)."""
-    num, den = float(a).as_integer_ratio()
-    return num, 1 - den.bit_length()
+def _dyadic(values) -> tuple[np.ndarray, np.ndarray]:
+    """Every float64 ``a`` is ``A * 2**f`` exactly: ``(A, f)`` as an object array of Python
+    integers and an int64 array."""
+    pairs = [float(v).as_integer_ratio() for v in np.ravel(values)]
+    A = np.empty(len(pairs), dtype=object)
+    A[:] = [num for num, _ in pairs]
+    return A, np.array([1 - den.bit_length() for _, den in pairs], dtype=np.int64)
 
 
-def _round_terms(terms) -> float:
-    """The float64 nearest the exact sum of ``v * 2**e`` over ``terms`` (Python integers ``v``,
-    ``e``): the terms are added as integers, then rounded once."""
-    low = min(e for _, e in terms)
-    return _ldexp_int(sum(v << (e - low) for v, e in terms), low)
+def _ints(es: ExactSums) -> np.ndarray:
+    """The exact totals of ``es`` in units, as an object array of Python integers."""
+    l0, l1, l2 = es.limbs
+    return (l2.astype(object) << 64) + (l1.astype(object) << 32) + l0.astype(object)
+
+
+def _ldexp_big(n: int, e: int) -> float:
+    """The float64 nearest ``n * 2**e`` for a Python integer of any size: beyond 64 bits the
+    discarded bits become a sticky bit (which keeps the rounding correct) and the exponent
+    grows; then :func:`_ldexp_int`."""
+    s = abs(n).bit_length() - 64
+    if s > 0:
+        mag = abs(n)
+        kept = (mag >> s) | (1 if mag & ((1 << s) - 1) else 0)
+        n, e = (kept if n > 0 else -kept), e + s
+    return _ldexp_int(n, int(e))
+
+
+_LDEXP_BIG = np.frompyfunc(_ldexp_big, 2, 1)
+
+
+def _exact_sum(terms) -> np.ndarray:
+    """The float64 nearest the exact sum of ``v * 2**e`` over ``terms`` (object arrays of
+    Python integers ``v``, int64 exponents ``e``, broadcasting together): the terms are
+    aligned to the smallest exponent and added as integers, then rounded once."""
+    shape = np.broadcast_shapes(*(np.shape(v) for v, _ in terms))
+    low = np.minimum.reduce([np.broadcast_to(e, shape) for _, e in terms])
+    total = sum(v << (e - low).astype(object) for v, e in terms)
+    return _to_float(total, low)
+
+
+def _to_float(total, low) -> np.ndarray:
+    """The float64 nearest ``total * 2**low`` (an object array of Python integers)."""
+    try:  # float(int) rounds correctly; scaling by a power of two is exact (no underflow)
+        return np.ldexp(np.asarray(total, dtype=object).astype(np.float64), low)
+    except OverflowError:  # integers beyond 2**1024: a sticky bit keeps the rounding
+        return _LDEXP_BIG(total, low).astype(np.float64)
 
 
 def centred_stats(counts, sums, moments, sq_norms, about) -> AssignmentStats:
@@ -173,55 +208,38 @@ def centred_stats(counts, sums, moments, sq_norms, about) -> AssignmentStats:
     Each is computed exactly from the exact totals (``N``: sums, ``M``: moments, ``Q``:
     squared norms, ``n``: counts) and the exact value of ``a`` (a float64 is a dyadic
     rational): ``N - n a``, ``M - a N^T - N a^T + n a a^T``, ``Q - 2 a.N + n ||a||^2`` in
-    Python integers, then rounded to float64 once. So each is a function of the exact totals
-    alone, and one record moves its exact value by the record's own centred contribution
-    (``q(x) - a``, ...), whatever ``n`` and ``|a|``: centring the float64 totals instead
-    (``fl(N) - n a``) leaves a rounding error of about ``n |a| 2**-53`` that does not cancel
-    between neighbouring data sets. Features with ``a_j = 0`` are the uncentred totals,
-    bit for bit; the rest costs a few Python integer operations per entry (``k d`` sums,
-    ``k d^2`` moments), far less than the pass over the records that made the totals."""
+    Python integers (object arrays: vectorised), then rounded to float64 once. So each is a
+    function of the exact totals alone, and one record moves its exact value by the record's
+    own centred contribution (``q(x) - a``, ...), whatever ``n`` and ``|a|``: centring the
+    float64 totals instead (``fl(N) - n a``) leaves a rounding error of about
+    ``n |a| 2**-53`` that does not cancel between neighbouring data sets. Features with
+    ``a_j = 0`` keep the uncentred sums bit for bit."""
     about = np.asarray(about, dtype=float)
-    a = [_dyadic(v) for v in about]
-    cols = np.flatnonzero(about)
-    counts_i = [int(c) for c in np.asarray(counts)]
-    k = len(counts_i)
-    n_limbs, n_exp = sums.limbs, np.broadcast_to(sums.exp, sums.shape)
-
-    def total(g, j):  # the exact sum of feature j over group g, as (integer, exponent)
-        return _as_int(n_limbs, (g, j)), int(n_exp[g, j])
-
-    out_sums = sums.to_float()
-    for g in range(k):
-        for j in cols:
-            (v, e), (A, f) = total(g, j), a[j]
-            out_sums[g, j] = _round_terms([(v, e), (-counts_i[g] * A, f)])
+    A, f = _dyadic(about)
+    n = np.asarray(counts).astype(object)  # Python integers: no overflow
+    N, e = _ints(sums), np.broadcast_to(sums.exp, sums.shape)  # (k, d)
+    out_sums = np.where(about != 0, _exact_sum([(N, e), (-(n[:, None] * A), f)]),
+                        sums.to_float())
     out_moments = None
     if moments is not None:
-        out_moments = moments.to_float()
-        m_limbs, m_exp = moments.limbs, np.broadcast_to(moments.exp, moments.shape)
-        touched = about != 0
-        for g in range(k):
-            for j in range(about.size):
-                for m in range(j, about.size):
-                    if not (touched[j] or touched[m]):
-                        continue
-                    (vj, ej), (vm, em), (aj, fj), (am, fm) = total(g, j), total(g, m), a[j], a[m]
-                    value = _round_terms([
-                        (_as_int(m_limbs, (g, j, m)), int(m_exp[g, j, m])),
-                        (-am * vj, fm + ej), (-aj * vm, fj + em),
-                        (counts_i[g] * aj * am, fj + fm)])
-                    out_moments[g, j, m] = out_moments[g, m, j] = value
+        out_moments = _exact_sum([
+            (_ints(moments), np.broadcast_to(moments.exp, moments.shape)),
+            (-(A[None, None, :] * N[:, :, None]), f[None, None, :] + e[:, :, None]),
+            (-(A[None, :, None] * N[:, None, :]), f[None, :, None] + e[:, None, :]),
+            (n[:, None, None] * np.multiply.outer(A, A)[None], (f[:, None] + f)[None])])
     out_sq = None
     if sq_norms is not None:
-        q_limbs, q_exp = sq_norms.limbs, np.broadcast_to(sq_norms.exp, sq_norms.shape)
-        out_sq = np.empty(k)
-        for g in range(k):
-            terms = [(_as_int(q_limbs, (r, g)), int(q_exp[r, g]))
-                     for r in range(sq_norms.shape[0])]
-            for j in cols:
-                (v, e), (A, f) = total(g, j), a[j]
-                terms += [(-2 * A * v, f + e), (counts_i[g] * A * A, 2 * f)]
-            out_sq[g] = _round_terms(terms)
+        Q, q_exp = _ints(sq_norms), np.broadcast_to(sq_norms.exp, sq_norms.shape)  # (r, k)
+        cols = np.flatnonzero(about)
+        Ac, fc, Nc = A[cols], f[cols], N[:, cols]
+        cross_e = fc + e[:, cols]  # (k, c): the exponents of -2 a_j N_j and of n a_j^2
+        low = np.minimum.reduce([q_exp.min(axis=0), cross_e.min(axis=1),
+                                 np.full(n.shape, 2 * fc.min())])
+        total = sum(Q[r] << (q_exp[r] - low).astype(object) for r in range(Q.shape[0]))
+        total = total + ((-2 * Ac * Nc) << (cross_e - low[:, None]).astype(object)).sum(axis=1)
+        total = total + ((n[:, None] * (Ac * Ac)) << (2 * fc - low[:, None]).astype(object)
+                         ).sum(axis=1)
+        out_sq = _to_float(total, low)
     return AssignmentStats(counts, out_sums, out_moments, out_sq)
 
 
