@@ -307,7 +307,15 @@ def hooks(session: Session):
 
 # ---------------------------------------------------------------------- one neighbour pair
 def model_file(model) -> str:
-    """What the model file would hold, as canonical JSON (identical fits: identical text)."""
+    """What the model file would hold, as canonical JSON (identical fits: identical text). A
+    transformer has no model file: its fitted attributes and privacy report stand in."""
+    from privclust.preprocessing._base import PrivateTransformerMixin
+
+    if isinstance(model, PrivateTransformerMixin):
+        fitted = {k: np.asarray(v).tolist() for k, v in vars(model).items()
+                  if k.endswith("_") and not k.startswith("_") and k != "privacy_report_"}
+        return json.dumps({"fitted": fitted, "report": model.privacy_report_.to_dict()},
+                          sort_keys=True, default=str)
     return json.dumps(io.model_to_dict(model), sort_keys=True)
 
 
@@ -348,6 +356,31 @@ def check_neighbour(make, X, X_neighbour, plant=_no_plant, **fit_kwargs) -> int:
                              "although every release was the same: "
                              + _first_difference(before, after))
     return len(session.calls)
+
+
+def check_neighbours(make, X, named_neighbours: dict, plant=_no_plant, tolerance=None,
+                     **fit_kwargs) -> int:
+    """:func:`check_neighbour` for several neighbours of ``X``, recording on ``X`` once (big
+    data: one fit per neighbour, not two). ``tolerance``: the relative slack allowed for the
+    final rounding of a release's input (default the session's); a :class:`ReplayMismatch`
+    names the neighbour. Returns the number of releases checked."""
+    model, session = record(make, X, plant, **fit_kwargs)
+    if not session.calls:
+        raise ReplayMismatch("the fit made no release: nothing to replay")
+    if tolerance is not None:
+        session.tolerance = tolerance
+    before, checked = model_file(model), 0
+    for label, Xn in named_neighbours.items():
+        try:
+            after = model_file(replay(make, session, Xn, plant, **fit_kwargs))
+            if before != after:
+                raise ReplayMismatch("the model files differ between the data set and its "
+                                     "neighbour although every release was the same: "
+                                     + _first_difference(before, after))
+        except ReplayMismatch as exc:
+            raise ReplayMismatch(f"{label}: {exc}") from None
+        checked += len(session.calls)
+    return checked
 
 
 def _first_difference(a: str, b: str) -> str:

@@ -180,6 +180,62 @@ def test_exact_totals_add_in_any_order_and_round_correctly():
     assert es.to_float().tolist() == [float(v) for v in vals]
 
 
+def _ref_centred(X, bounds, labels, k, about):
+    """Per group: sum (q - a), sum (q - a)(q - a)^T and sum ||q - a||^2 of the rounded records
+    ``q``, exactly (Fractions), each rounded once."""
+    u, step = _ref_units(X, bounds)
+    d = X.shape[1]
+    q = [[Fraction(int(v)) * Fraction(st) - Fraction(a) for v, st, a in zip(row, step, about,
+                                                                            strict=True)]
+         for row in u]
+    sums, mom, sq = np.empty((k, d)), np.empty((k, d, d)), np.empty(k)
+    for g in range(k):
+        rows = [q[i] for i in np.flatnonzero(labels == g)]
+        for i in range(d):
+            sums[g, i] = float(sum((r[i] for r in rows), Fraction(0)))
+            for j in range(d):
+                mom[g, i, j] = float(sum((r[i] * r[j] for r in rows), Fraction(0)))
+        sq[g] = float(sum((sum(v * v for v in r) for r in rows), Fraction(0)))
+    return sums, mom, sq
+
+
+def test_statistics_about_a_point_are_centred_exactly_then_rounded_once():
+    """``about=``: sums, moments and squared norms of ``q(x) - a`` equal exact references
+    (Fractions) on timestamps far from zero, a feature off the grid and a centre that is not a
+    grid point (0.1); ``a = 0`` gives the uncentred totals bit for bit."""
+    rng = np.random.default_rng(6)
+    bounds = np.array([[1.7e9, 1.7e9 + 3600.0], [-0.15, 0.35], [-1.0, 1.0]])
+    X = rng.uniform(bounds[:, 0], bounds[:, 1], size=(2000, 3))
+    X[:, 0] = X[:, 0].round()
+    centres = np.array([[1.7e9 + 900, 0.0, 0.0], [1.7e9 + 2700, 0.2, 0.5]])
+    about = np.array([1.7e9 + 1800.0, 0.1, 0.0])
+    eng = LocalEngine(X, bounds)
+    st = eng.assignment_stats(NearestCentre(centres), second_moments=True, squared_norms=True,
+                              about=about)
+    lab = np.argmin(((X[:, None] - centres) ** 2).sum(-1), axis=1)
+    sums, mom, sq = _ref_centred(X, bounds, lab, 2, about)
+    np.testing.assert_array_equal(st.sums, sums)
+    np.testing.assert_array_equal(st.moments, mom)
+    np.testing.assert_array_equal(st.sq_norms, sq)
+    tiny = np.array([1.7e9 + 1800.0, -1e-300, 0.3])  # integers of over 1,024 bits inside
+    st_tiny = eng.assignment_stats(NearestCentre(centres), second_moments=True,
+                                   squared_norms=True, about=tiny)
+    for got, want in zip((st_tiny.sums, st_tiny.moments, st_tiny.sq_norms),
+                         _ref_centred(X, bounds, lab, 2, tiny), strict=True):
+        np.testing.assert_array_equal(got, want)
+    plain = eng.assignment_stats(NearestCentre(centres), second_moments=True,
+                                 squared_norms=True)
+    zero = eng.assignment_stats(NearestCentre(centres), second_moments=True,
+                                squared_norms=True, about=np.zeros(3))
+    for a, b in ((plain.sums, zero.sums), (plain.moments, zero.moments),
+                 (plain.sq_norms, zero.sq_norms)):
+        assert a.tobytes() == b.tobytes()
+    # the feature with a = 0 keeps its uncentred sum bit for bit
+    assert st.sums[:, 2].tobytes() == plain.sums[:, 2].tobytes()
+    with pytest.raises(ValueError, match="about must be a finite point of 3 features"):
+        eng.assignment_stats(NearestCentre(centres), about=[0.0, 1.0])
+
+
 # ------------------------------------------------------------------ (c) sensitivity
 
 
@@ -227,6 +283,36 @@ def test_records_at_the_bounds_move_sums_within_the_bounds():
         assert 0 <= sq_move <= sum(Fraction(max(abs(lo), abs(hi))) ** 2 for lo, hi in bounds)
         cmove = eng.centred_sums(eng.root(), c)[0] - cs0[0]  # exact: both on the same grid
         assert (np.abs(cmove) <= np.abs(r - c[0])).all() and (np.abs(cmove) <= half).all()
+
+
+def test_centred_statistics_move_by_the_records_own_contribution_far_from_zero():
+    """Timestamps within one hour, 200,000 records: one record moves ``sum (q - mid)`` and
+    ``sum (q - mid)^2`` by exactly its own centred contribution (at most half and half^2),
+    where centring the rounded totals of ``q`` and ``q^2`` in float64 moved the squares by
+    tens of half^2."""
+    rng = np.random.default_rng(0)
+    lo, half = 1.7e9, 1800.0
+    bounds = np.array([[lo, lo + 2 * half]])
+    mid = bounds.mean(axis=1)
+    X = rng.uniform(lo, lo + 2 * half, (200_000, 1)).round()
+    worst_old = 0.0
+    base = LocalEngine(X, bounds).assignment_stats(NearestCentre(mid[None]),
+                                                   second_moments=True, about=mid)
+    raw = LocalEngine(X, bounds).assignment_stats(NearestCentre(mid[None]), second_moments=True)
+    for r in (*rng.uniform(lo, lo + 2 * half, (6, 1)).round(), np.array([lo + 2 * half])):
+        eng = LocalEngine(np.vstack([X, r]), bounds)
+        st = eng.assignment_stats(NearestCentre(mid[None]), second_moments=True, about=mid)
+        dev = Fraction(float(r[0])) - Fraction(float(mid[0]))  # on the grid (step 1)
+        assert Fraction(st.sums[0, 0]) - Fraction(base.sums[0, 0]) == dev
+        assert Fraction(st.moments[0, 0, 0]) - Fraction(base.moments[0, 0, 0]) == dev**2
+        old = eng.assignment_stats(NearestCentre(mid[None]), second_moments=True)
+
+        def centred(s):  # the float centring the scaler used to do
+            n, S, Q = s.counts[0], s.sums[0, 0], s.moments[0, 0, 0]
+            return (Q - 2.0 * mid[0] * S + n * mid[0] * mid[0]) / half**2
+
+        worst_old = max(worst_old, abs(centred(old) - centred(raw)))
+    assert worst_old > 5.0  # what the float centring did: far above the sensitivity 1
 
 
 # ------------------------------------------------------------------ (b) NumPy = Dask
@@ -286,3 +372,40 @@ def test_releases_are_the_same_bits_on_both_engines(client, name):
                 assert a.dtype == b.dtype and a.tobytes() == b.tobytes(), (chunking, attr)
                 compared += 1
     assert compared >= 3 * len(CHUNKINGS)
+
+
+def test_centred_releases_are_the_same_bits_on_both_engines_far_from_zero(client):
+    """Timestamps within one hour: the statistics about the middle of the bounds (centred on
+    the exact totals after the chunks' totals are added), the scaler's releases and DP-Lloyd's
+    are the NumPy engine's bit for bit, whatever the chunking."""
+    import dask.array as da
+    from sklearn.base import clone
+
+    from privclust import DPLloyd
+    from privclust.engine.dask import DaskEngine
+    from privclust.preprocessing import PrivateScaler
+
+    rng = np.random.default_rng(7)
+    bounds = np.tile([1.7e9, 1.7e9 + 3600.0], (2, 1))
+    X = np.clip(rng.normal(1.7e9 + 1000.0, 900.0, (3000, 2)), *bounds[0]).round(3)
+    mid = bounds.mean(axis=1)
+    centres = np.array([[1.7e9 + 500.0, 1.7e9 + 900.0], [1.7e9 + 2500.0, 1.7e9 + 3000.0]])
+    local = LocalEngine(X, bounds).assignment_stats(
+        NearestCentre(centres), second_moments=True, squared_norms=True, about=mid)
+    ests = [PrivateScaler(1.0, bounds=bounds, random_state=3),
+            DPLloyd(2, epsilon=1.0, bounds=bounds, random_state=3)]
+    refs = [clone(e).fit(X) for e in ests]
+    for chunking, f in CHUNKINGS.items():
+        dX = da.from_array(X, chunks=(f(len(X)), 2))
+        st = DaskEngine(dX, bounds).assignment_stats(
+            NearestCentre(centres), second_moments=True, squared_norms=True, about=mid)
+        for a, b in ((local.sums, st.sums), (local.moments, st.moments),
+                     (local.sq_norms, st.sq_norms)):
+            assert a.tobytes() == b.tobytes(), chunking
+        for est, ref in zip(ests, refs, strict=True):
+            fit = clone(est).fit(dX)
+            assert [r.to_dict() for r in fit.privacy_report_.releases] == [
+                r.to_dict() for r in ref.privacy_report_.releases], chunking
+            for attr in ("centre_", "scale_", "cluster_centers_"):
+                if hasattr(ref, attr):
+                    assert getattr(ref, attr).tobytes() == getattr(fit, attr).tobytes()

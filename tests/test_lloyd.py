@@ -234,7 +234,8 @@ def cluster_pair():
     X1 = np.vstack([X0, [1.0, 1.0]])
     out = []
     for X in (X0, X1):
-        counts, sums, _ = LocalEngine(X, AUDIT_BOUNDS).nearest_centre_moments(AUDIT_CENTRES)
+        counts, sums, _ = LocalEngine(X, AUDIT_BOUNDS).nearest_centre_moments(
+            AUDIT_CENTRES, about=AUDIT_BOUNDS.mean(axis=1))  # sums of x - mid, as fits ask
         out.append((counts[1], sums[1]))
     assert out[1][0] == out[0][0] + 1
     return out
@@ -256,7 +257,7 @@ def _release_sampler(count, total, epsilon, which, ref_unit_sum):
 
 def _samplers(cluster_pair, which, epsilon):
     (c0, s0), (c1, s1) = cluster_pair
-    ref = (s0 - c0 * 0.5) / 0.5  # D0's exact unit sum (mid 0.5, half-width 0.5)
+    ref = s0 / 0.5  # D0's exact unit sum (sums about mid 0.5, half-width 0.5)
     events = (
         combine(categorical_events(range(c0 - 5, c0 + 7)),
                 threshold_events(np.arange(c0 - 3, c0 + 4)))

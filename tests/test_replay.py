@@ -3,6 +3,8 @@
 See ``tests/_replay.py`` for what is checked. Run for every registry entry, MorseMerging over
 every base, ``bounds="private"``, DPM's ``resolution="auto"`` on a rounded feature and the Dask
 engine; the negative controls at the end plant each fault the harness exists to catch.
+Data far from zero (timestamps, 200,000 records and more) is its own class, with its own planted
+fault: ``tests/test_replay_far_from_zero.py``.
 """
 
 from __future__ import annotations

@@ -120,6 +120,13 @@ def _pack(generator, lo, hi, a, k, max_retries):
     return centres
 
 
+def bounds_mid(bounds) -> np.ndarray:
+    """The middle of the public bounds ``(d, 2)``: the point the released sums are taken about
+    (``Engine.nearest_centre_moments(centres, about=bounds_mid(bounds))``)."""
+    bounds = np.asarray(bounds, dtype=float)
+    return (bounds[:, 0] + bounds[:, 1]) / 2.0
+
+
 def noisy_centroids(mech: Mechanisms, counts, sums, fallback, bounds, epsilon: float, *,
                     label: str, items: tuple[str, str] | None = None):
     """One DP-Lloyd release: noisy sizes and noisy sums of ``k`` disjoint clusters.
@@ -132,6 +139,13 @@ def noisy_centroids(mech: Mechanisms, counts, sums, fallback, bounds, epsilon: f
     costs ``epsilon``. ``items`` names the plan's line items for the sizes and the sums
     (see :func:`plan_centroid_items`).
 
+    ``sums`` are the clusters' sums of ``x - mid``, centred exactly by the engine
+    (``Engine.nearest_centre_moments(centres, about=bounds_mid(bounds))``): the release divides
+    them once by the public ``half``, a function of the exact totals alone, so one record moves
+    its exact input by its own rescaled contribution. (Centring the engine's sums of ``x`` here,
+    ``(S - n mid) / half``, would carry their rounding, about ``n |mid| 2**-53``, into the
+    release: far above the sensitivity when the bounds lie far from zero.)
+
     Post-processing: ``centre = mid + half * clip(sum_hat / n_hat, -1, 1)`` where the noisy size
     ``n_hat >= 1``, else ``fallback`` (the previous centre). Returns ``(centres, n_hat,
     unit_sum_hat)``; rows of ``counts``/``sums`` may also be independent trials (audits).
@@ -142,7 +156,7 @@ def noisy_centroids(mech: Mechanisms, counts, sums, fallback, bounds, epsilon: f
     lo, hi = bounds[:, 0], bounds[:, 1]
     mid, half = (lo + hi) / 2.0, (hi - lo) / 2.0
     eps_count, eps_sum = su_budget_split(epsilon, d)
-    unit = (sums - counts[:, None] * mid) / half
+    unit = sums / half  # one division of an exact total by a public number
     count_item, sum_item = items if items is not None else (None, None)
     n_hat = mech.count(counts, eps_count, target=f"cluster sizes, {label}",
                        note="Su et al. split: count share cbrt(4 d rho^2) / (d + cbrt(...))",
@@ -167,9 +181,19 @@ def plan_centroid_items(plan, name: str, epsilon: float, d: int) -> tuple[str, s
     return names
 
 
+def centroid_stats(engine, centres, bounds):
+    """One Lloyd step's pass: ``(counts, sums, cost)`` per nearest centre, the sums of
+    ``x - mid`` (centred exactly by the engine, what :func:`noisy_centroids` releases) and the
+    exact k-means cost of ``centres`` (a local diagnostic, never released)."""
+    mid = bounds_mid(bounds)
+    counts, sums, sq = engine.nearest_centre_moments(centres, about=mid)
+    return counts, sums, kmeans_cost(np.asarray(centres, dtype=float) - mid, counts, sums, sq)
+
+
 def kmeans_cost(centres, counts, sums, sq_norms) -> float:
     """Exact k-means cost from :meth:`~privclust.engine.Engine.nearest_centre_moments`
-    (a local diagnostic for the data holder, never released)."""
+    (a local diagnostic for the data holder, never released). With sums and squared norms
+    about a point ``a``, pass ``centres - a``."""
     c = np.asarray(centres, dtype=float)
     per = sq_norms - 2.0 * np.einsum("kd,kd->k", c, sums) + counts * (c**2).sum(axis=1)
     return float(np.maximum(per, 0.0).sum())

@@ -83,8 +83,9 @@ from ._base import (
     check_positive_int,
 )
 from ._centres import (
+    bounds_mid,
+    centroid_stats,
     finish_centre_fit,
-    kmeans_cost,
     noisy_centroids,
     plan_centroid_items,
     sphere_packing_init,
@@ -117,7 +118,13 @@ def uniform_in_balls(generator: np.random.Generator, centres, radii, m: int) -> 
 
 # --------------------------------------------------------------------------- score
 def cost_reduction_scores(counts, sums, zone_centres, candidates) -> np.ndarray:
-    """``q(x) = J(C, z) - J(C, x)`` for every candidate: (k, m). See the module docstring."""
+    """``q(x) = J(C, z) - J(C, x)`` for every candidate: (k, m). See the module docstring.
+
+    ``sums``, ``zone_centres`` and ``candidates`` in coordinates about one public origin (the
+    score does not depend on it): the fits pass the sums of ``x - mid`` that the engine centres
+    exactly and the points minus ``mid``, so the terms' rounding is of the size of ``n`` times
+    the bounds' half-width, not ``n |mid|`` (which the sensitivity's 1e-6 pad would not cover
+    far from zero)."""
     counts = np.asarray(counts, dtype=float)
     sums = np.asarray(sums, dtype=float)
     z = np.asarray(zone_centres, dtype=float)
@@ -297,8 +304,8 @@ class _ConvergentKMeans(PrivateClusterMixin):
                 costs.append(cost)
                 step()
 
-        counts, sums, sq = engine.nearest_centre_moments(prev)
-        costs.append(kmeans_cost(prev, counts, sums, sq))
+        counts, sums, cost = centroid_stats(engine, prev, bounds)
+        costs.append(cost)
         centres, n_hat, _ = noisy_centroids(mech, counts, sums, prev, bounds,
                                             lap_share * plan.epsilon,
                                             label="converged Lloyd centroids (Laplace step)",
@@ -373,10 +380,10 @@ class _ConvergentKMeans(PrivateClusterMixin):
         Returns ``(new centres, zone centres, zone radii, exact cost at prev)``."""
         engine, mech, bounds, faithful = ctx["engine"], ctx["mech"], ctx["bounds"], ctx["faithful"]
         k = prev.shape[0]
-        counts, sums, sq = engine.nearest_centre_moments(prev)
-        cost = kmeans_cost(prev, counts, sums, sq)
+        mid = bounds_mid(bounds)
+        counts, sums, cost = centroid_stats(engine, prev, bounds)  # sums of x - mid
         if faithful:
-            z = np.where(counts[:, None] > 0, sums / np.maximum(counts, 1)[:, None], prev)
+            z = np.where(counts[:, None] > 0, mid + sums / np.maximum(counts, 1)[:, None], prev)
             mech.publish_exact(
                 f"convergent zones (exact Lloyd centroids, radii), iteration {t}",
                 "Alg. 1 l. 7 and l. 10: built from and published as exact data "
@@ -390,7 +397,9 @@ class _ConvergentKMeans(PrivateClusterMixin):
         cand, valid = self._candidates(ctx, prev, z, r, t)
         cand = np.clip(cand, bounds[:, 0], bounds[:, 1])  # keeps ||x - z|| (z in the box)
         cand, valid = _strictly_inside(cand, valid, z, r, prev)
-        scores = cost_reduction_scores(counts, sums, z, cand)
+        # the scores in coordinates about mid, those of the sums (the score is the same
+        # function of any origin; about mid its float terms are of size n half, not n |mid|)
+        scores = cost_reduction_scores(counts, sums, z - mid, cand - mid)
         scores[~valid] = -np.inf
         sens = cost_reduction_sensitivity(z, cand, valid, bounds)
         choice = mech.select(

@@ -33,7 +33,13 @@ from ._base import (
     check_n_clusters,
     check_positive_int,
 )
-from ._centres import finish_centre_fit, kmeans_cost, noisy_centroids, plan_centroid_items
+from ._centres import (
+    bounds_mid,
+    finish_centre_fit,
+    kmeans_cost,
+    noisy_centroids,
+    plan_centroid_items,
+)
 from .hst import hst_threshold, level_keys
 
 __all__ = ["DPCube", "projected_dim", "public_projection"]
@@ -497,12 +503,16 @@ class DPCube(PrivateClusterMixin):
         query = np.hstack([np.zeros((k, d)), proj_centres])
         fallback = space.lift(proj_centres)
         history, costs = [], []
+        # sums about the middle of the engine's bounds (the original bounds' middle, then 0:
+        # the projected box is symmetric), centred exactly by the engine
+        about = bounds_mid(engine.bounds)
         for i, items in enumerate(steps):
-            n_c, sums = engine.nearest_centre_stats(query)
+            n_c, sums = engine.nearest_centre_stats(query, about=about)
             label = "recovery" if i == 0 else f"Lloyd step {i}"
             if i:  # exact cost at the previous centres (local diagnostic, never released)
-                sq = engine.assignment_stats(NearestCentre(query), squared_norms=True).sq_norms
-                costs.append(kmeans_cost(query, n_c, sums, sq) - y_sq)
+                sq = engine.assignment_stats(NearestCentre(query), squared_norms=True,
+                                             about=about).sq_norms
+                costs.append(kmeans_cost(query - about, n_c, sums, sq) - y_sq)
             centres, sizes, _ = noisy_centroids(mech, n_c, sums[:, :d], fallback, space.bounds,
                                                 eps_step, label=label, items=items)
             history.append(centres)

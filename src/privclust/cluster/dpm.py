@@ -680,7 +680,7 @@ class DPM(PrivateClusterMixin):
         n_hat = np.array([tree.n_hat[i] for i in frontier], dtype=float)
         mid = (box_lo + box_hi) / 2.0
         half_diag = np.linalg.norm(box_hi - box_lo, axis=1) / 2.0
-        sums = engine.centred_sums(grouping, mid)
+        sums = engine.centred_sums(grouping, mid)  # centred exactly in the engine
         noisy = mech.gaussian(
             sums, half_diag, eps_avg, delta_avg,
             target="sum of (x - box centre) per leaf",

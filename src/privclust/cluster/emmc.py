@@ -27,7 +27,7 @@ from ._base import (
     check_positive_int,
     nearest_centre,
 )
-from ._centres import finish_centre_fit, kmeans_cost, noisy_centroids
+from ._centres import centroid_stats, finish_centre_fit, noisy_centroids
 from .hst import (
     RETRY_ITEM,
     CellWalk,
@@ -365,8 +365,8 @@ class EMMC(PrivateClusterMixin):
             history, costs = [centres], []
             sizes = self._sizes(cand, weights, centres)
             if refine is True or (rule is not None and rule.chosen):
-                n_c, sums, sq = engine.nearest_centre_moments(centres)
-                costs.append(kmeans_cost(centres, n_c, sums, sq))
+                n_c, sums, cost = centroid_stats(engine, centres, bounds)
+                costs.append(cost)
                 centres, sizes, _ = noisy_centroids(mech, n_c, sums, centres, bounds,
                                                     refine_epsilon(plan, items, rshare),
                                                     label="refinement", items=items)

@@ -27,8 +27,8 @@ from ._base import (
     nearest_centre,
 )
 from ._centres import (
+    centroid_stats,
     finish_centre_fit,
-    kmeans_cost,
     noisy_centroids,
     plan_centroid_items,
     su_budget_split,
@@ -516,8 +516,8 @@ class HSTKMeans(PrivateClusterMixin):
             history, costs = [centres], []
             sizes = self._summary_sizes(points, weights, centres)
             if refine is True or (rule is not None and rule.chosen):
-                n_c, sums, sq = engine.nearest_centre_moments(centres)
-                costs.append(kmeans_cost(centres, n_c, sums, sq))
+                n_c, sums, cost = centroid_stats(engine, centres, bounds)
+                costs.append(cost)
                 centres, sizes, _ = noisy_centroids(mech, n_c, sums, centres, bounds,
                                                     refine_epsilon(plan, items, share),
                                                     label="refinement", items=items)

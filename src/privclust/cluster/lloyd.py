@@ -22,6 +22,7 @@ from ._base import (
 from ._centres import (  # noqa: F401  (su_budget_split, sphere_packing_init: public here too)
     SU_MAX_ITER,
     SU_RHO,
+    centroid_stats,
     finish_centre_fit,
     kmeans_cost,
     noisy_centroids,
@@ -181,8 +182,8 @@ class DPLloyd(PrivateClusterMixin):
         costs = []
         with fit_progress("DPLloyd", T) as step:
             for t in range(T):
-                counts, sums, sq = engine.nearest_centre_moments(centres)
-                costs.append(kmeans_cost(centres, counts, sums, sq))
+                counts, sums, cost = centroid_stats(engine, centres, bounds)
+                costs.append(cost)
                 centres, n_hat_k, _ = noisy_centroids(mech, counts, sums, centres, bounds, eps_t,
                                                       label=f"iteration {t + 1}", items=items)
                 history.append(centres)

@@ -329,6 +329,8 @@ class LSHSplits(PrivateClusterMixin):
         over the released root count) or, without a centre share, the middle of the bounds."""
         if not plan.has_item("centre sum"):
             return np.zeros(mid.size)
+        # centred inside the engine (exact, about mid), then one division by the public
+        # half-width: a function of the exact total alone, whatever |mid| (never S - n mid)
         sums_u = engine.centred_sums(root, mid[None, :]) / half
         s = self._noisy_sums(mech, plan, sums_u, "centre sum",
                              "sum of (x - mid) / half-width over all records (centre)", pure)
@@ -373,6 +375,7 @@ class LSHSplits(PrivateClusterMixin):
         """The coreset: every leaf's noisy average (noisy sum over its noisy count, clipped to
         the bounds) weighted by its noisy count (at least 1)."""
         m = counts.size
+        # as in _centre: exact centred totals, one division by a public number each
         sums_u = engine.centred_sums(grouping, np.broadcast_to(mid, (m, mid.size))) / half
         s = self._noisy_sums(mech, plan, sums_u, "leaf sums",
                              f"sums of (x - mid) / half-width of the {m} leaves", pure)

@@ -191,6 +191,11 @@ def _to_original(means_u, cov_u, bounds):
 
 
 def _block(counts, sums, moments):
+    """One row per group: the count, the sums and the upper triangle of ``sum u u^T``, the
+    engine's exact totals themselves. The records were mapped to ``[-1, 1]^D`` one by one
+    (a public map) before the engine summed them, so the moments are already about the
+    middle of the bounds: nothing is centred or combined in float64 before the noise (the
+    covariance about a centre is formed from the noisy values, post-processing)."""
     d = sums.shape[1]
     iu = _triu(d)
     return np.concatenate(

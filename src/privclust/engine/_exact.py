@@ -49,6 +49,13 @@ the order (unlike the ``n 2**-53 sum|x|`` of a running sum), and is of the same 
 rounding of the noise addition that follows, which the floating-point caveat of continuous
 releases covers.
 
+Centring. Totals about a public point ``a`` (``sum (q(x) - a)``, ``sum (q(x) - a)^2``, ...)
+are formed from the exact totals and the exact value of ``a`` in integer arithmetic, then
+rounded once (:func:`centred_stats`): still a function of the exact totals alone, which one
+record moves by exactly its centred contribution. Centring after the conversion would not be:
+``fl(N 2**e) - n a`` carries the conversion's error, up to ``n |a| 2**-53``, into a value that
+may be ``|a| / half-width`` times smaller.
+
 Scratch memory. The chunk-sized temporaries live in per-thread scratch arrays (about 25 MB
 per thread at most) reused by every chunk and query: allocating them afresh costs page faults
 on every chunk.
@@ -62,9 +69,9 @@ from .._geometry import single_threaded_blas
 from .._scratch import as_scratch, scratch
 from .base import AssignmentStats
 
-__all__ = ["BoxGrid", "ExactSums", "as_scratch", "centred_exponents", "centred_units",
-           "check_width", "float_stats", "grid_exponents", "group_sums", "moment_parts",
-           "row_group_sums", "scratch", "sq_norm_parts"]
+__all__ = ["BoxGrid", "ExactSums", "as_scratch", "centred_exponents", "centred_stats",
+           "centred_units", "check_width", "float_stats", "grid_exponents", "group_sums",
+           "moment_parts", "row_group_sums", "scratch", "sq_norm_parts"]
 
 #: Values are at most 2**UNIT_BITS grid units.
 UNIT_BITS = 31
@@ -134,11 +141,106 @@ def check_width(d: int) -> None:
         raise ValueError(f"exact sums support at most {MAX_CHUNK_VALUES} features; got {d}")
 
 
-def float_stats(counts, sums, moments=None, sq_norms=None) -> AssignmentStats:
-    """:class:`AssignmentStats` of float64 values from exact totals (:class:`ExactSums`)."""
+def float_stats(counts, sums, moments=None, sq_norms=None, about=None) -> AssignmentStats:
+    """:class:`AssignmentStats` of float64 values from exact totals (:class:`ExactSums`).
+
+    ``about`` (public, (d,)): the statistics of the rounded records relative to it, centred
+    exactly on the integer totals before their single rounding (:func:`centred_stats`)."""
+    if about is not None and np.any(about):
+        return centred_stats(counts, sums, moments, sq_norms, about)
     return AssignmentStats(counts, sums.to_float(),
                            None if moments is None else moments.to_float(),
                            None if sq_norms is None else sq_norms.total_float())
+
+
+def _dyadic(values) -> tuple[np.ndarray, np.ndarray]:
+    """Every float64 ``a`` is ``A * 2**f`` exactly: ``(A, f)`` as an object array of Python
+    integers and an int64 array."""
+    pairs = [float(v).as_integer_ratio() for v in np.ravel(values)]
+    A = np.empty(len(pairs), dtype=object)
+    A[:] = [num for num, _ in pairs]
+    return A, np.array([1 - den.bit_length() for _, den in pairs], dtype=np.int64)
+
+
+def _ints(es: ExactSums) -> np.ndarray:
+    """The exact totals of ``es`` in units, as an object array of Python integers."""
+    l0, l1, l2 = es.limbs
+    return (l2.astype(object) << 64) + (l1.astype(object) << 32) + l0.astype(object)
+
+
+def _ldexp_big(n: int, e: int) -> float:
+    """The float64 nearest ``n * 2**e`` for a Python integer of any size: beyond 64 bits the
+    discarded bits become a sticky bit (which keeps the rounding correct) and the exponent
+    grows; then :func:`_ldexp_int`."""
+    s = abs(n).bit_length() - 64
+    if s > 0:
+        mag = abs(n)
+        kept = (mag >> s) | (1 if mag & ((1 << s) - 1) else 0)
+        n, e = (kept if n > 0 else -kept), e + s
+    return _ldexp_int(n, int(e))
+
+
+_LDEXP_BIG = np.frompyfunc(_ldexp_big, 2, 1)
+
+
+def _exact_sum(terms) -> np.ndarray:
+    """The float64 nearest the exact sum of ``v * 2**e`` over ``terms`` (object arrays of
+    Python integers ``v``, int64 exponents ``e``, broadcasting together): the terms are
+    aligned to the smallest exponent and added as integers, then rounded once."""
+    shape = np.broadcast_shapes(*(np.shape(v) for v, _ in terms))
+    low = np.minimum.reduce([np.broadcast_to(e, shape) for _, e in terms])
+    total = sum(v << (e - low).astype(object) for v, e in terms)
+    return _to_float(total, low)
+
+
+def _to_float(total, low) -> np.ndarray:
+    """The float64 nearest ``total * 2**low`` (an object array of Python integers)."""
+    try:  # float(int) rounds correctly; scaling by a power of two is exact (no underflow)
+        return np.ldexp(np.asarray(total, dtype=object).astype(np.float64), low)
+    except OverflowError:  # integers beyond 2**1024: a sticky bit keeps the rounding
+        return _LDEXP_BIG(total, low).astype(np.float64)
+
+
+def centred_stats(counts, sums, moments, sq_norms, about) -> AssignmentStats:
+    """The statistics of the rounded records ``q(x)`` about a public point ``a`` ((d,)):
+    ``sum (q - a)``, ``sum (q - a)(q - a)^T`` and ``sum ||q - a||^2`` per group, as float64.
+
+    Each is computed exactly from the exact totals (``N``: sums, ``M``: moments, ``Q``:
+    squared norms, ``n``: counts) and the exact value of ``a`` (a float64 is a dyadic
+    rational): ``N - n a``, ``M - a N^T - N a^T + n a a^T``, ``Q - 2 a.N + n ||a||^2`` in
+    Python integers (object arrays: vectorised), then rounded to float64 once. So each is a
+    function of the exact totals alone, and one record moves its exact value by the record's
+    own centred contribution (``q(x) - a``, ...), whatever ``n`` and ``|a|``: centring the
+    float64 totals instead (``fl(N) - n a``) leaves a rounding error of about
+    ``n |a| 2**-53`` that does not cancel between neighbouring data sets. Features with
+    ``a_j = 0`` keep the uncentred sums bit for bit."""
+    about = np.asarray(about, dtype=float)
+    A, f = _dyadic(about)
+    n = np.asarray(counts).astype(object)  # Python integers: no overflow
+    N, e = _ints(sums), np.broadcast_to(sums.exp, sums.shape)  # (k, d)
+    out_sums = np.where(about != 0, _exact_sum([(N, e), (-(n[:, None] * A), f)]),
+                        sums.to_float())
+    out_moments = None
+    if moments is not None:
+        out_moments = _exact_sum([
+            (_ints(moments), np.broadcast_to(moments.exp, moments.shape)),
+            (-(A[None, None, :] * N[:, :, None]), f[None, None, :] + e[:, :, None]),
+            (-(A[None, :, None] * N[:, None, :]), f[None, :, None] + e[:, None, :]),
+            (n[:, None, None] * np.multiply.outer(A, A)[None], (f[:, None] + f)[None])])
+    out_sq = None
+    if sq_norms is not None:
+        Q, q_exp = _ints(sq_norms), np.broadcast_to(sq_norms.exp, sq_norms.shape)  # (r, k)
+        cols = np.flatnonzero(about)
+        Ac, fc, Nc = A[cols], f[cols], N[:, cols]
+        cross_e = fc + e[:, cols]  # (k, c): the exponents of -2 a_j N_j and of n a_j^2
+        low = np.minimum.reduce([q_exp.min(axis=0), cross_e.min(axis=1),
+                                 np.full(n.shape, 2 * fc.min())])
+        total = sum(Q[r] << (q_exp[r] - low).astype(object) for r in range(Q.shape[0]))
+        total = total + ((-2 * Ac * Nc) << (cross_e - low[:, None]).astype(object)).sum(axis=1)
+        total = total + ((n[:, None] * (Ac * Ac)) << (2 * fc - low[:, None]).astype(object)
+                         ).sum(axis=1)
+        out_sq = _to_float(total, low)
+    return AssignmentStats(counts, out_sums, out_moments, out_sq)
 
 
 def group_sums(lab, u, k: int) -> np.ndarray:

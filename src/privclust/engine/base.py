@@ -22,6 +22,13 @@ fixed-point grid as integers, exactly, and converts the total to float64 once
 chunking or the engine, and one record changes it by exactly its rounded contribution, which
 keeps within the bound that clipping gives (the sensitivity needs no allowance for float64
 summation error).
+
+Centring happens here too. A release of sums about a public point (the middle of the bounds)
+asks for them centred: :meth:`Engine.centred_sums`, or ``about=`` of
+:meth:`Engine.assignment_stats`, which centres the exact integer totals before their single
+rounding. Centring the float64 totals afterwards (``S - n mid``) would add a rounding error of
+about ``n |mid| 2**-53`` that does not cancel between neighbouring data sets: far from zero
+(timestamps, say) it exceeds the sensitivity.
 """
 
 from __future__ import annotations
@@ -169,10 +176,27 @@ class Engine(ABC):
 
     @abstractmethod
     def assignment_stats(self, assignment, *, second_moments: bool = False,
-                         squared_norms: bool = False) -> AssignmentStats:
+                         squared_norms: bool = False, about=None) -> AssignmentStats:
         """One pass: each record to a group by ``assignment`` (:class:`NearestCentre` or
         :class:`MostLikelyComponent`), then exact per-group statistics (:class:`AssignmentStats`).
-        The hard assignment makes the groups disjoint: one record changes one group's values."""
+        The hard assignment makes the groups disjoint: one record changes one group's values.
+
+        ``about`` (optional, a public point (d,)): the sums, moments and squared norms are of
+        the records relative to it (``x - about``), centred exactly on the integer totals and
+        then rounded once (:func:`privclust.engine._exact.centred_stats`). Ask for them this
+        way whenever a release needs them centred (about the middle of the bounds, say):
+        centring the returned totals in float64 leaves a rounding error that grows with
+        ``n |about|`` and does not cancel between neighbouring data sets."""
+
+    def _check_about(self, about):
+        """``about`` as a finite (d,) float array (None stays None)."""
+        if about is None:
+            return None
+        about = np.asarray(about, dtype=float)
+        if about.shape != (self.n_features,) or not np.isfinite(about).all():
+            raise ValueError(f"about must be a finite point of {self.n_features} features; got "
+                             f"shape {about.shape}")
+        return about
 
     # the three statistics the estimators ask for, all through assignment_stats ------------
     def gaussian_assignment_stats(self, means, cov_cholesky, log_weights):
@@ -181,17 +205,21 @@ class Engine(ABC):
                                    second_moments=True)
         return st.counts, st.sums, st.moments
 
-    def nearest_centre_stats(self, centres, second_moments: bool = False):
-        """Per nearest centre: ``(counts, sums)``, and ``sum x x^T`` with ``second_moments``."""
-        st = self.assignment_stats(NearestCentre(centres), second_moments=second_moments)
+    def nearest_centre_stats(self, centres, second_moments: bool = False, about=None):
+        """Per nearest centre: ``(counts, sums)``, and ``sum x x^T`` with ``second_moments``
+        (of ``x - about`` with ``about``, see :meth:`assignment_stats`)."""
+        st = self.assignment_stats(NearestCentre(centres), second_moments=second_moments,
+                                   about=about)
         return (st.counts, st.sums, st.moments) if second_moments else (st.counts, st.sums)
 
     # k-means family (cluster/_centres.py) -----------------------------------------
-    def nearest_centre_moments(self, centres):
+    def nearest_centre_moments(self, centres, about=None):
         """Per nearest centre: ``(counts, sums, sq_norms)``. One pass gives everything a Lloyd
         step needs plus the exact k-means cost of ``centres`` (``sq_norms - 2 <c, sums> +
-        counts ||c||^2``), a local diagnostic that is never released."""
-        st = self.assignment_stats(NearestCentre(centres), squared_norms=True)
+        counts ||c||^2``), a local diagnostic that is never released. With ``about`` the sums
+        and squared norms are of ``x - about`` (see :meth:`assignment_stats`): the cost is
+        then that of ``centres - about``."""
+        st = self.assignment_stats(NearestCentre(centres), squared_norms=True, about=about)
         return st.counts, st.sums, st.sq_norms
 
     @abstractmethod

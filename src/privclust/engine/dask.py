@@ -470,13 +470,16 @@ class DaskEngine(Engine):
         """See :meth:`privclust.engine.base.Engine.lattice_misses`."""
         return self._agg("lattice_misses", None, int(feature), np.asarray(steps, dtype=float))
 
-    def assignment_stats(self, assignment, *, second_moments=False, squared_norms=False):
-        """See :meth:`privclust.engine.base.Engine.assignment_stats`."""
+    def assignment_stats(self, assignment, *, second_moments=False, squared_norms=False,
+                         about=None):
+        """See :meth:`privclust.engine.base.Engine.assignment_stats` (the chunks' exact totals
+        added, then centred and converted once on the client: the NumPy engine's bits)."""
+        about = self._check_about(about)
         if isinstance(assignment, NearestCentre):  # the chunks need no cache of their own
             assignment = NearestCentre(np.asarray(assignment.centres, dtype=float))
         return float_stats(*self._agg("exact_assignment_stats", None, assignment,
                                       second_moments=second_moments,
-                                      squared_norms=squared_norms))
+                                      squared_norms=squared_norms), about)
 
     def zone_cell_counts(self, centres, zone_centres, zone_radii, cell_centres) -> np.ndarray:
         """See :meth:`privclust.engine.base.Engine.zone_cell_counts`."""

@@ -532,11 +532,13 @@ class LocalEngine(Engine):
         x /= cell_width
         return np.floor(x).astype(np.int64)
 
-    def assignment_stats(self, assignment, *, second_moments=False, squared_norms=False):
+    def assignment_stats(self, assignment, *, second_moments=False, squared_norms=False,
+                         about=None):
         """See :meth:`privclust.engine.base.Engine.assignment_stats`."""
+        about = self._check_about(about)
         st = self.exact_assignment_stats(assignment, second_moments=second_moments,
                                          squared_norms=squared_norms)
-        return float_stats(st.counts, st.sums, st.moments, st.sq_norms)
+        return float_stats(st.counts, st.sums, st.moments, st.sq_norms, about)
 
     def exact_assignment_stats(self, assignment, *, second_moments=False, squared_norms=False):
         """:meth:`assignment_stats` with exact integer totals (:class:`ExactSums`) for the

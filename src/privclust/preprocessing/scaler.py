@@ -47,7 +47,11 @@ class PrivateScaler(PrivateTransformerMixin):
     ``epsilon``-DP (add or remove one record): three releases of sensitivity 1, ``d`` and ``d``
     at 0.2, 0.4 and 0.4 of epsilon, sequential composition (with ``bounds="private"``, a tenth
     of epsilon estimates the bounds first). Sums are exact (fixed point), as in every privclust
-    fit.
+    fit, and centred exactly: the engine forms the sums of ``x - mid`` and ``(x - mid)^2`` of the
+    rounded records from their integer totals and rounds each once; the only float64 step after
+    that is one division by the public ``half_width`` (or its square). So one record moves the
+    exact value of each released sum by its own rescaled contribution, at most 1 per feature,
+    however far the bounds lie from zero (timestamps, say).
 
     Examples
     --------
@@ -88,11 +92,14 @@ class PrivateScaler(PrivateTransformerMixin):
 
         mid = bounds.mean(axis=1)
         half = (bounds[:, 1] - bounds[:, 0]) / 2.0
-        stats = engine.assignment_stats(NearestCentre(mid[None, :]), second_moments=True)
-        n, sums, squares = int(stats.counts[0]), stats.sums[0], np.diag(stats.moments[0])
-        # sums of u = (x - mid) / half and of u^2, from the exact sums of x and x^2
-        u_sums = (sums - n * mid) / half
-        u_squares = (squares - 2.0 * mid * sums + n * mid * mid) / (half * half)
+        # the sums of x - mid and (x - mid)^2, centred exactly inside the engine (on the
+        # integer totals), then one division each by a public number: centring the rounded
+        # sums of x and x^2 here would lose the sensitivity to cancellation far from zero
+        stats = engine.assignment_stats(NearestCentre(mid[None, :]), second_moments=True,
+                                        about=mid)
+        n = int(stats.counts[0])
+        u_sums = stats.sums[0] / half
+        u_squares = np.diag(stats.moments[0]) / (half * half)
         n_hat = float(mech.count([n], eps_n, target="record count", item="record count")[0])
         # one row each: the d sums are of the same records (L1 sensitivity d)
         s1 = mech.laplace(u_sums[None, :], float(d), eps_s, item="feature sums",

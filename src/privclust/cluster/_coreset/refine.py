@@ -61,6 +61,8 @@ def ball_step(engine, mech, labels, anchors, radius, epsilon, *, items, label, b
     group = np.asarray(labels, dtype=np.int64).copy()
     group[_outside(engine.X, group, anchors, radius)] = -1
     counts = np.bincount(group[group >= 0], minlength=k).astype(np.int64)
+    # exact totals about the public anchors (centred in the engine), one division each by a
+    # public radius: a function of the exact totals alone, however far the anchors lie from 0
     units = engine.centred_sums(LocalGrouping(group, k), anchors) / radius[:, None]
     eps_count = COUNT_SHARE * epsilon
     eps_sum = epsilon - eps_count
