@@ -18,7 +18,7 @@ import warnings
 import numpy as np
 from sklearn.cluster import KMeans
 
-from .._geometry import single_threaded_blas
+from .._geometry import project_rows
 from .._progress import fit_progress
 from ..engine import LocalEngine
 from ..engine.base import NearestCentre
@@ -83,10 +83,12 @@ class _Space:
         self.pinv = np.linalg.pinv(G)
 
     def project(self, X: np.ndarray, clipped: bool = False) -> np.ndarray:
-        """``G (x - mid)`` of the clipped records (``clipped``: X is clipped already)."""
+        """``G (x - mid)`` of the clipped records (``clipped``: X is clipped already), each
+        from that record and ``G`` alone (:func:`~privclust._geometry.project_rows`: blocks
+        whose shape does not depend on the number of records, on one BLAS thread), so a
+        record's cube does not depend on the other records."""
         Xc = X if clipped else np.clip(X, self.bounds[:, 0], self.bounds[:, 1])
-        with single_threaded_blas():  # a skinny product: 4x faster on busy cores (measured)
-            Y = (Xc - self.mid) @ self.G.T
+        Y = project_rows(Xc, self.mid, self.G)
         return np.clip(Y, self.box[:, 0], self.box[:, 1], out=Y)
 
     def lift(self, Y: np.ndarray) -> np.ndarray:
