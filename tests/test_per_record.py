@@ -11,10 +11,13 @@ row, take other kernels); the fixed-shape blocks of ``privclust._geometry`` do n
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
 from _replay import tie_rows
+from privclust import CoresetKMeans, DPCube
 from privclust._geometry import nearest_centres
 from privclust.cluster._coreset.refine import corrected_nearest
 from privclust.cluster._coreset.tree import Space
@@ -124,3 +127,45 @@ def test_a_records_side_of_a_hyperplane_does_not_depend_on_the_other_records(d):
             sides.add(int(g.group[m]))
         flips += len(sides) > 1
     assert flips == 0
+
+
+# ---------------------------------------------------------------------- cells beside the box
+def _fuzz_case(seed):
+    rng = np.random.default_rng(seed)
+    d = int(rng.integers(1, 6))
+    n = int(rng.integers(1, 300))
+    lo = rng.uniform(-10.0, 0.0, size=d)
+    hi = lo + rng.uniform(0.1, 10.0, size=d)
+    return rng.uniform(lo, hi, size=(n, d)), lo, hi, rng
+
+
+@pytest.mark.parametrize("seed", [1, 11, 17, 19])
+def test_coreset_leaves_lie_inside_the_bounds(seed):
+    """A released cell beside the box (the root's children reach past it; noise can release
+    one) holds its leaf at the centre of its intersection with the box, a face: never outside
+    the bounds (fuzzed cases that put leaves outside)."""
+    X, lo, hi, rng = _fuzz_case(seed)
+    k = None if seed % 2 else int(rng.integers(1, 4))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = CoresetKMeans(k, epsilon=float(rng.choice([0.1, 1, 10])),
+                              bounds={"lower": lo, "upper": hi}, random_state=seed).fit(X)
+    P = model.coreset_
+    assert P.shape[0] > 0
+    assert ((P >= lo) & (P <= hi)).all()
+    assert np.isfinite(model.coreset_spread_).all() and (model.coreset_spread_ >= 0).all()
+
+
+def test_dpcube_candidates_lie_inside_the_projected_box():
+    rng = np.random.default_rng(9)
+    d = int(rng.integers(1, 6))
+    n = int(rng.integers(20, 300))
+    lo = rng.uniform(-10.0, 0.0, size=d)
+    hi = lo + rng.uniform(0.1, 10.0, size=d)
+    X = rng.uniform(lo, hi, size=(n, d))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = DPCube(2, epsilon=float(rng.choice([0.1, 1, 10])),
+                       bounds={"lower": lo, "upper": hi}, random_state=9).fit(X)
+    reach = np.abs(model.projection_) @ ((hi - lo) / 2.0) * (1.0 + 1e-9) + 1e-12
+    assert (np.abs(model.candidates_) <= reach).all()

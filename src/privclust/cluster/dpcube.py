@@ -110,11 +110,19 @@ class _Grid:
     def width(self, level: int) -> np.ndarray:
         return self.root_width / 2.0**level
 
-    def centres(self, level: int, cells: np.ndarray) -> np.ndarray:
-        """Centre of every cube's intersection with the box."""
+    def extent(self, level: int, cells: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Lower and upper corners of every cube's intersection with the box (public values
+        only). A cube beside the box (the root's children reach past it; a noisy count can
+        release one) meets it in a face: both corners are clamped into the box, so the
+        intersection is never inverted and its centre never lies outside the box."""
         w = self.width(level)
-        lo = np.maximum(self.origin + cells * w, self.box[:, 0])
-        hi = np.minimum(self.origin + (cells + 1) * w, self.box[:, 1])
+        lo = np.clip(self.origin + cells * w, self.box[:, 0], self.box[:, 1])
+        hi = np.clip(self.origin + (cells + 1) * w, self.box[:, 0], self.box[:, 1])
+        return lo, hi
+
+    def centres(self, level: int, cells: np.ndarray) -> np.ndarray:
+        """Centre of every cube's intersection with the box (inside the box)."""
+        lo, hi = self.extent(level, cells)
         return (lo + hi) / 2.0
 
 

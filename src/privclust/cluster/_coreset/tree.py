@@ -79,10 +79,8 @@ class Grid(_ShiftedGrid):
 
     def spread2(self, level: int, cells: np.ndarray) -> np.ndarray:
         """Mean squared distance of a point uniform in each cell (its intersection with the
-        box) from the cell's centre: ``sum_j width_j^2 / 12``."""
-        w = self.width(level)
-        lo = np.maximum(self.origin + cells * w, self.box[:, 0])
-        hi = np.minimum(self.origin + (cells + 1) * w, self.box[:, 1])
+        box, :meth:`extent`) from the cell's centre: ``sum_j width_j^2 / 12``."""
+        lo, hi = self.extent(level, cells)
         return ((hi - lo) ** 2).sum(axis=1) / 12.0
 
 
