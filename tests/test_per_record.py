@@ -169,3 +169,22 @@ def test_dpcube_candidates_lie_inside_the_projected_box():
                        bounds={"lower": lo, "upper": hi}, random_state=9).fit(X)
     reach = np.abs(model.projection_) @ ((hi - lo) / 2.0) * (1.0 + 1e-9) + 1e-12
     assert (np.abs(model.candidates_) <= reach).all()
+
+
+@pytest.mark.parametrize("d", [2, 100])
+def test_the_engines_assign_tie_records_alike_however_the_records_are_chunked(d, dask_client):
+    """The engines' assignment passes: the NumPy engine and Dask chunks of 1, 7 and 250
+    records give every tie record the same centre (the same counts per centre)."""
+    import dask.array as da
+
+    from privclust.engine.dask import DaskEngine
+
+    rng = np.random.default_rng(d)
+    bounds = np.tile([-10.0, 10.0], (d, 1))
+    C, ties = _ties(rng, d, 3, 40)
+    X = np.vstack([rng.uniform(-5.0, 5.0, size=(301, d)), ties])
+    counts = LocalEngine(X, bounds).nearest_centre_stats(C)[0]
+    for chunks in (1, 7, 250):
+        engine = DaskEngine(da.from_array(X, chunks=(chunks, d)), bounds)
+        np.testing.assert_array_equal(engine.nearest_centre_stats(C)[0], counts)
+    np.testing.assert_array_equal(counts, np.bincount(nearest_centres(X, C), minlength=3))
