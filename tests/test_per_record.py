@@ -188,3 +188,36 @@ def test_the_engines_assign_tie_records_alike_however_the_records_are_chunked(d,
         engine = DaskEngine(da.from_array(X, chunks=(chunks, d)), bounds)
         np.testing.assert_array_equal(engine.nearest_centre_stats(C)[0], counts)
     np.testing.assert_array_equal(counts, np.bincount(nearest_centres(X, C), minlength=3))
+
+
+@pytest.mark.parametrize("d", [2, 7, 30])
+def test_a_records_most_likely_component_does_not_depend_on_the_other_records(d):
+    """Morse's likelihood shortcut (``predict_method='likelihood'``, and the flow's mixed
+    basins): a record where two components are equally likely goes to the same one alone as
+    among other records."""
+    from privclust.cluster._morse.field import MixtureField
+
+    rng = np.random.default_rng(d)
+    A = rng.normal(size=(2, d, d))
+    cov = A @ np.swapaxes(A, 1, 2) / d + np.eye(d)
+    means = rng.uniform(-1.0, 1.0, size=(2, d))
+    field = MixtureField(np.array([0.4, 0.6]), means, cov)
+    P = field.precisions
+
+    def gap(x):  # elementwise log-term difference of the two components
+        q = [np.einsum("nd,de,ne->n", x - means[c], P[c], x - means[c]) for c in (0, 1)]
+        return (field.log_norm[0] - 0.5 * q[0]) - (field.log_norm[1] - 0.5 * q[1])
+
+    u = means[1] - means[0]
+    base = means[0] + 0.5 * u + rng.normal(size=(12, d)) * 0.05
+    lo_t, hi_t = np.full(12, -2.0), np.full(12, 2.0)
+    first = gap(base + lo_t[:, None] * u) >= 0
+    for _ in range(80):
+        t = (lo_t + hi_t) / 2.0
+        same = (gap(base + t[:, None] * u) >= 0) == first
+        lo_t, hi_t = np.where(same, t, lo_t), np.where(same, hi_t, t)
+    ties = base + lo_t[:, None] * u
+    fill = rng.uniform(-1.0, 1.0, size=(BEFORE[-1] + 1, d))
+    flips = sum(len({int(np.argmax(field.log_terms(X)[m])) for X, m in _contexts(x, fill)}) > 1
+                for x in ties)
+    assert flips == 0
