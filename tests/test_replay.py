@@ -287,3 +287,23 @@ def test_the_harness_catches_a_projection_read_off_one_product(name):
     with warnings.catch_warnings(), pytest.raises(ReplayMismatch, match="projection"):
         warnings.simplefilter("ignore")
         check_near_ties(_TIE_FITS[name], X, np.tile(BOUNDS, (X.shape[1], 1)), plant=plant)
+
+
+class _OnDask:
+    """Fits the model on a Dask array of the data, in chunks of 97 records (odd)."""
+
+    def __init__(self, model):
+        self.model = model
+
+    def fit(self, X, y=None):
+        import dask.array as da
+
+        return self.model.fit(da.from_array(X, chunks=(97, X.shape[1])))
+
+
+def test_near_ties_on_the_dask_engine_move_no_label_and_no_release(blobs, dask_client):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        checked = check_near_ties(lambda: _OnDask(_TIE_FITS["lloyd"]()), blobs,
+                                  np.tile(BOUNDS, (2, 1)))
+    assert checked > 0
