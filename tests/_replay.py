@@ -99,6 +99,12 @@ class Session:
     mode: str = "record"
     position: int = 0
     tolerance: float = 1e-9
+    #: replay: check each exact input against the recorded one (off when the replayed data
+    #: set is not a neighbour of the recorded one: :func:`check_near_ties` compares two
+    #: replays with each other instead)
+    against_record: bool = True
+    #: replay: the exact inputs of every release, in order
+    inputs: list = field(default_factory=list)
 
     # ------------------------------------------------------------------ one call
     def handle(self, name, spec, original, bound, rng):
@@ -119,7 +125,9 @@ class Session:
         if rec.name != name or not _equal(rec.public, public):
             raise ReplayMismatch(f"{where}: the neighbour requested {name} with "
                                  f"{_differences(rec.public, public)} instead")
-        _check_sensitivity(where, spec, public, rec.data, data, self.tolerance)
+        self.inputs.append((where, spec, public, data))
+        if self.against_record:
+            _check_sensitivity(where, spec, public, rec.data, data, self.tolerance)
         # Run the release again on D's exact input from D's generator state: the noisy output,
         # the ledger line and the state after it are then D's, bit for bit (frozen).
         if rec.state_before is not None:
@@ -336,7 +344,7 @@ def record(make, X, plant=_no_plant, **fit_kwargs):
 def replay(make, session: Session, X_neighbour, plant=_no_plant, **fit_kwargs):
     """Refit ``make()`` on the neighbour with the recorded outputs frozen; raises
     :class:`ReplayMismatch` at the first difference. Returns the replayed model."""
-    session.mode, session.position = "replay", 0
+    session.mode, session.position, session.inputs = "replay", 0, []
     with hooks(session), plant():
         model = make().fit(X_neighbour, **fit_kwargs)
     session.finish()
@@ -408,3 +416,219 @@ def neighbours(X: np.ndarray, bounds: np.ndarray, rounded_feature: int | None = 
             np.arange(X.shape[1]) != rounded_feature] * 1e-3
         out["add a tie on a rounded feature"] = np.vstack([X, tie])
     return out
+
+
+# ---------------------------------------------------------------------- near ties
+def _patch_everywhere(name: str, original, replacement) -> list:
+    """``replacement`` for every privclust module attribute ``name`` bound to ``original``;
+    returns what to put back."""
+    saved = []
+    for module in list(sys.modules.values()):
+        if (getattr(module, "__name__", "").startswith("privclust")
+                and getattr(module, name, None) is original):
+            saved.append((module, name, original))
+            setattr(module, name, replacement)
+    return saved
+
+
+@contextmanager
+def replaced(owner, name: str, replacement):
+    """``owner.name`` replaced by ``replacement`` wherever privclust imported it (a module
+    function) or on the class (a method); the planted faults of the near-tie tests."""
+    original = getattr(owner, name)
+    saved = _patch_everywhere(name, original, replacement) if not isinstance(owner, type) \
+        else [(owner, name, original)]
+    if isinstance(owner, type):
+        setattr(owner, name, replacement)
+    try:
+        yield
+    finally:
+        for module, attr, value in reversed(saved):
+            setattr(module, attr, value)
+
+
+@dataclass
+class Spy:
+    """What the fit's nearest-centre and projection paths saw: every centre set (with its
+    offset) given to :func:`privclust._geometry.nearest_centres`, and every projection of
+    the records (CoresetKMeans' and DPCube's)."""
+
+    centres: list = field(default_factory=list)
+    projections: list = field(default_factory=list)
+
+
+#: the projection paths over records: (module, class) whose ``project`` the spy watches
+PROJECTIONS = (("privclust.cluster._coreset.tree", "Space"),
+               ("privclust.cluster.dpcube", "_Space"))
+
+
+@contextmanager
+def spying(spy: Spy):
+    """Log into ``spy`` (installed over whatever is in place, planted faults included)."""
+    import importlib
+
+    import privclust._geometry as geometry
+
+    current = {}
+    for module in list(sys.modules.values()):
+        fn = getattr(module, "nearest_centres", None) if getattr(
+            module, "__name__", "").startswith("privclust") else None
+        if callable(fn):
+            current[module] = fn
+    current.setdefault(geometry, geometry.nearest_centres)
+
+    def watch(fn):
+        @functools.wraps(fn)
+        def watched(X, centres, *args, **kwargs):
+            spy.centres.append((np.array(centres, dtype=float), kwargs.get("offset")))
+            return fn(X, centres, *args, **kwargs)
+        return watched
+
+    saved = []
+    for module, fn in current.items():
+        saved.append((module, "nearest_centres", fn))
+        module.nearest_centres = watch(fn)
+    for mod, cls in PROJECTIONS:
+        owner = getattr(importlib.import_module(mod), cls)
+        fn = owner.project
+
+        def project(self, X, *args, _fn=fn, **kwargs):
+            out = _fn(self, X, *args, **kwargs)
+            # the projection and how to compute one record's alone
+            spy.projections.append((np.array(out), lambda rows, _s=self, _a=args, _k=kwargs,
+                                    _X=X: np.array(_fn(_s, _X[rows], *_a, **_k))))
+            return out
+
+        saved.append((owner, "project", fn))
+        owner.project = project
+    try:
+        yield spy
+    finally:
+        for owner, name, fn in reversed(saved):
+            setattr(owner, name, fn)
+
+
+def _score(x, centres, offset):
+    """``||x - c_j||^2 - offset_j`` from the differences (elementwise): (m, k)."""
+    diff = x[:, None, :] - centres[None]
+    return np.einsum("mkd,mkd->mk", diff, diff) - offset
+
+
+def tie_rows(centres, offset, bounds, m: int, rng) -> np.ndarray:
+    """Up to ``m`` records on the bisector of the two closest centres (in the metric
+    ``||x - c||^2 - offset``), each put where the elementwise score difference changes sign
+    (bisection down to the last bit along the line between the centres, the record clipped to
+    ``bounds`` as the fit clips it): a record whose label any other rounding of the same
+    arithmetic may flip. Records nearer a third centre, or that clipping keeps off the tie,
+    are left out."""
+    centres = np.asarray(centres, dtype=float)
+    k, d = centres.shape
+    off = np.zeros(k) if offset is None else np.broadcast_to(np.asarray(offset, float), (k,))
+    if k < 2:
+        return np.zeros((0, d))
+    gap = _score(centres, centres, off) + np.diag(np.full(k, np.inf))
+    i, j = np.unravel_index(np.argmin(gap + gap.T), gap.shape)
+    u = centres[j] - centres[i]
+    length = float(np.sqrt(u @ u))
+    if length == 0:
+        return np.zeros((0, d))
+    u = u / length
+    # the exact bisector's point on the line: 2 t |c_j - c_i| = off_i - off_j (see docs)
+    mid = (centres[i] + centres[j]) / 2.0 + u * (off[i] - off[j]) / (2.0 * length)
+    v = rng.normal(size=(m, d)) * 0.1 * length / np.sqrt(d)  # near the middle of the pair
+    v -= (v @ u)[:, None] * u
+    lo, hi = bounds[:, 0], bounds[:, 1]
+    base = mid + v
+    lo_t = np.full(m, -0.25 * length)
+    hi_t = np.full(m, 0.25 * length)
+    for _ in range(80):  # bisection on t (records clipped, as the fit clips them)
+        t = (lo_t + hi_t) / 2.0
+        sc = _score(np.clip(base + t[:, None] * u, lo, hi), centres[[i, j]], off[[i, j]])
+        nearer_i = sc[:, 0] <= sc[:, 1]
+        lo_t = np.where(nearer_i, t, lo_t)
+        hi_t = np.where(nearer_i, hi_t, t)
+    x = np.clip(base + lo_t[:, None] * u, lo, hi)
+    sc = _score(x, centres, off)
+    top2 = np.sort(np.argsort(sc, axis=1)[:, :2], axis=1)
+    gap = np.abs(sc[:, i] - sc[:, j]) <= 1e-9 * (1.0 + np.abs(sc[:, i]))
+    keep = (top2 == sorted((i, j))).all(axis=1) & gap
+    return x[keep]
+
+
+def check_near_ties(make, X, bounds, plant=_no_plant, per_pass: int = 8, seed: int = 0,
+                    max_rows: int = 96) -> int:
+    """Near ties: a record on the bisector of two centres, with a record added after it.
+
+    1. Record a fit on ``X`` and log the centres of every nearest-centre pass (spy).
+    2. ``X_a``: ``X`` with records on the bisectors of each pass's closest centres
+       (:func:`tie_rows`, at the end, so they are the last rows of any block), once with an
+       even and once with an odd number of rows; ``X_b``: ``X_a`` with one record more after
+       them (a neighbour of ``X_a``, changing every block's shape that follows n).
+    3. Replay both with the releases of the fit on ``X`` frozen (the same centres in every
+       pass) and check that the exact input of every release moves between ``X_a`` and
+       ``X_b`` by at most its declared sensitivity (one row), that both model files are
+       identical, that the labels of the shared records and every projection of them are
+       the same bits, and that ``predict`` gives each tie record the same label alone as
+       among the others.
+
+    Returns the number of tie records checked."""
+    rng = np.random.default_rng(seed)
+    spy = Spy()
+    with plant(), spying(spy):
+        _, session = record(make, X)
+    d = X.shape[1]
+    ties = [tie_rows(c, off, bounds, per_pass, rng) for c, off in spy.centres
+            if c.ndim == 2 and c.shape[1] == d]
+    ties = np.concatenate(ties or [np.zeros((0, d))])[:max_rows]
+    if ties.shape[0] == 0:
+        raise ReplayMismatch("no nearest-centre pass in the original coordinates: nothing to tie")
+    extra = X[rng.integers(X.shape[0])][None]
+    for parity in (0, 1):
+        X_a = np.vstack([X[: X.shape[0] - ((X.shape[0] + ties.shape[0] + parity) % 2)], ties])
+        X_b = np.vstack([X_a, extra])
+        runs = []
+        for data in (X_a, X_b):
+            spy_run = Spy()
+            session.against_record = False
+            with plant(), spying(spy_run):
+                model = replay(make, session, data)
+            runs.append((model, list(session.inputs), spy_run))
+        _compare_tie_runs(runs, X_a.shape[0], ties, session.tolerance, plant, parity)
+    return ties.shape[0]
+
+
+def _compare_tie_runs(runs, n_a, ties, tol, plant, parity) -> None:
+    (model_a, inputs_a, spy_a), (model_b, inputs_b, spy_b) = runs
+    label = f"{'odd' if (n_a % 2) else 'even'} count ({n_a} rows), one added"
+    for (where, spec, public, a), (_, _, _, b) in zip(inputs_a, inputs_b, strict=True):
+        try:
+            _check_sensitivity(where, spec, public, a, b, tol)
+        except ReplayMismatch as exc:
+            raise ReplayMismatch(f"near ties, {label}: {exc}") from None
+    before, after = model_file(model_a), model_file(model_b)
+    if before != after:
+        raise ReplayMismatch(f"near ties, {label}: the model files differ: "
+                             + _first_difference(before, after))
+    for i, ((pa, alone), (pb, _)) in enumerate(zip(spy_a.projections, spy_b.projections,
+                                                    strict=True)):
+        moved = np.flatnonzero((pa != pb[:n_a]).any(axis=1))
+        if moved.size:
+            raise ReplayMismatch(f"near ties, {label}: projection {i} of {moved.size} shared "
+                                 f"record(s) changed (row {moved[0]})")
+        with plant():  # the tie records alone, one at a time (a data set of one record)
+            single = np.vstack([alone(slice(r, r + 1)) for r in range(n_a - ties.shape[0], n_a)])
+        if not np.array_equal(single, pa[n_a - ties.shape[0]:]):
+            raise ReplayMismatch(f"near ties: projection {i} of a tie record alone differs "
+                                 "from its projection among the others")
+    la, lb = getattr(model_a, "labels_", None), getattr(model_b, "labels_", None)
+    if la is not None and not np.array_equal(np.asarray(la), np.asarray(lb)[:n_a]):
+        moved = np.flatnonzero(np.asarray(la) != np.asarray(lb)[:n_a])
+        raise ReplayMismatch(f"near ties, {label}: labels_ of {moved.size} shared record(s) "
+                             f"changed (row {moved[0]})")
+    if hasattr(model_a, "predict"):
+        with plant():
+            together = np.asarray(model_a.predict(ties))
+            alone = np.array([int(np.asarray(model_a.predict(t[None]))[0]) for t in ties])
+        if not np.array_equal(together, alone):
+            raise ReplayMismatch(f"near ties: predict gave {int((together != alone).sum())} "
+                                 "tie record(s) another label alone than among the others")

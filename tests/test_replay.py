@@ -1,10 +1,12 @@
 """Every fit decides from released values only: record on D, replay on each neighbour D'.
 
 See ``tests/_replay.py`` for what is checked. Run for every registry entry, MorseMerging over
-every base, ``bounds="private"``, DPM's ``resolution="auto"`` on a rounded feature and the Dask
-engine; the negative controls at the end plant each fault the harness exists to catch.
-Data far from zero (timestamps, 200,000 records and more) is its own class, with its own planted
-fault: ``tests/test_replay_far_from_zero.py``.
+every base, ``bounds="private"``, DPM's ``resolution="auto"`` on a rounded feature, the Dask
+engine and near ties (records on the bisector of two centres, a record added after them, for
+every nearest-centre and projection path); the negative controls plant each fault the harness
+exists to catch. Data far from zero (timestamps, 200,000 records and more) is its own class, with
+its own planted fault: ``tests/test_replay_far_from_zero.py``; the workflow layer (pipelines,
+selection, Morse, and refusals that must stay charged) is ``tests/test_workflow_replay.py``.
 """
 
 from __future__ import annotations
@@ -16,8 +18,17 @@ import numpy as np
 import pytest
 from sklearn.datasets import make_blobs
 
-from _replay import ReplayMismatch, check_neighbour, neighbours
-from privclust import DPDBSCAN, DPM, DPLloyd, LSHSplits, MorseMerging, registry
+from _replay import ReplayMismatch, check_near_ties, check_neighbour, neighbours, replaced
+from privclust import (
+    DPDBSCAN,
+    DPM,
+    CoresetKMeans,
+    DPCube,
+    DPLloyd,
+    LSHSplits,
+    MorseMerging,
+    registry,
+)
 from privclust.privacy.mechanisms import Mechanisms
 
 BOUNDS = (-3.0, 3.0)
@@ -193,3 +204,108 @@ def test_the_dask_engine_decides_from_releases_only(name, blobs, dask_client):
                                 da.from_array(Xn, chunks=250))
             except ReplayMismatch as exc:
                 raise ReplayMismatch(f"{label}: {exc}") from None
+
+
+# ---------------------------------------------------------------------- near ties
+def _wide_blobs():
+    """Wide data (60 features): CoresetKMeans and DPCube project it."""
+    X, _ = make_blobs(1000, 60, centers=3, cluster_std=0.4, center_box=(-2.0, 2.0),
+                      random_state=3)
+    return np.clip(X, *BOUNDS)
+
+
+_TIE_FITS = {
+    "coreset-k": lambda: CoresetKMeans(4, epsilon=1.0, bounds=BOUNDS, random_state=SEED),
+    # epsilon 8: k chosen above 1 on the wide data (a tie needs two centres)
+    "coreset": lambda: CoresetKMeans(epsilon=8.0, bounds=BOUNDS, random_state=SEED),
+    "lloyd": lambda: DPLloyd(4, epsilon=1.0, n_iter=3, bounds=BOUNDS, random_state=SEED),
+    "dpcube": lambda: DPCube(4, epsilon=1.0, bounds=BOUNDS, random_state=SEED),
+    "kmeans-guarantee": _entry_model("kmeans-guarantee"),
+}
+
+
+@pytest.mark.parametrize("wide", [False, True], ids=["2-features", "60-features"])
+@pytest.mark.parametrize("name", list(_TIE_FITS))
+def test_near_ties_move_no_label_and_no_release(name, wide, blobs):
+    """Records on the bisector of two centres of every assignment pass, odd and even row
+    counts, one record added after them: no shared record's label or projection changes,
+    every release moves by at most its sensitivity (class (b) of the harness)."""
+    if wide and name == "kmeans-guarantee":
+        pytest.skip("2 features cover it (no projection)")
+    X = _wide_blobs() if wide else blobs
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        checked = check_near_ties(_TIE_FITS[name], X, np.tile(BOUNDS, (X.shape[1], 1)))
+    assert checked > 0
+
+
+def _block_shaped_nearest_centres(X, centres, *, return_sq_distance=False, chunk_rows=None,
+                                  offset=None):
+    """The planted fault: labels from one product over blocks whose last one has n's shape."""
+    C = np.asarray(centres, dtype=float)
+    shift = C.mean(axis=0)
+    Cs = C - shift
+    c_sq = np.einsum("ij,ij->i", Cs, Cs) - (0.0 if offset is None else np.asarray(offset))
+    rows = max(1, (1 << 16) // C.shape[0])
+    idx = np.empty(X.shape[0], dtype=np.int64)
+    dist = np.empty(X.shape[0])
+    for start in range(0, X.shape[0], rows):
+        Xs = np.asarray(X[start:start + rows], dtype=float) - shift
+        j = np.argmin(c_sq - 2.0 * Xs @ Cs.T, axis=1)
+        idx[start:start + j.size] = j
+        diff = Xs - Cs[j]
+        dist[start:start + j.size] = np.einsum("ij,ij->i", diff, diff)
+    return (idx, dist) if return_sq_distance else idx
+
+
+def _whole_product_projection(self, X, clipped=False):
+    """The planted fault: one product over all of X."""
+    Xc = X if clipped else np.clip(X, self.bounds[:, 0], self.bounds[:, 1])
+    return np.clip((Xc - self.mid) @ self.G.T, self.box[:, 0], self.box[:, 1])
+
+
+def test_the_harness_catches_labels_read_off_a_block_shaped_product(blobs):
+    import privclust._geometry as geometry
+
+    def plant():
+        return replaced(geometry, "nearest_centres", _block_shaped_nearest_centres)
+
+    with warnings.catch_warnings(), pytest.raises(ReplayMismatch, match="near ties"):
+        warnings.simplefilter("ignore")
+        check_near_ties(_TIE_FITS["lloyd"], blobs, np.tile(BOUNDS, (2, 1)), plant=plant)
+
+
+@pytest.mark.parametrize("name", ["dpcube", "coreset"])
+def test_the_harness_catches_a_projection_read_off_one_product(name):
+    from privclust.cluster._coreset.tree import Space
+    from privclust.cluster.dpcube import _Space
+
+    owner = _Space if name == "dpcube" else Space
+
+    def plant():
+        return replaced(owner, "project", _whole_product_projection)
+
+    X = _wide_blobs()
+    with warnings.catch_warnings(), pytest.raises(ReplayMismatch, match="projection"):
+        warnings.simplefilter("ignore")
+        check_near_ties(_TIE_FITS[name], X, np.tile(BOUNDS, (X.shape[1], 1)), plant=plant)
+
+
+class _OnDask:
+    """Fits the model on a Dask array of the data, in chunks of 97 records (odd)."""
+
+    def __init__(self, model):
+        self.model = model
+
+    def fit(self, X, y=None):
+        import dask.array as da
+
+        return self.model.fit(da.from_array(X, chunks=(97, X.shape[1])))
+
+
+def test_near_ties_on_the_dask_engine_move_no_label_and_no_release(blobs, dask_client):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        checked = check_near_ties(lambda: _OnDask(_TIE_FITS["lloyd"]()), blobs,
+                                  np.tile(BOUNDS, (2, 1)))
+    assert checked > 0

@@ -11,11 +11,12 @@ import numpy as np
 
 from ._scratch import scratch
 
-__all__ = ["flat_cell_keys", "group_column_sums", "most_likely_labeller", "nearest_centres",
-           "rows_outside", "single_threaded_blas"]
+__all__ = ["block_rows", "flat_cell_keys", "group_column_sums", "most_likely_labeller",
+           "nearest_centres", "project_rows", "rows_outside", "single_threaded_blas"]
 
 _BLOCK_ELEMENTS = 1 << 16  # (rows, centres) distances per block: fits in cache
-_SCRATCH_ELEMENTS = 1 << 20  # blocks up to this many values reuse scratch arrays
+_SCRATCH_ELEMENTS = 1 << 20  # values of the rows per block, at most
+_BLOCK_ALIGN = 64  # every block's rows are a multiple of this (whole kernel tiles)
 #: Whitened differences (component x feature, row) per block of the most-likely assignment:
 #: 2 MiB, so the block stays in cache between the product that writes it and the squares
 #: (measured: 2**17 to 2**20 within 10% on 200,000 x 20, K = 32; 2**15 twice as slow).
@@ -40,44 +41,96 @@ def single_threaded_blas():
     return _controller.limit(limits=1, user_api="blas")
 
 
-def nearest_centres(X, centres, *, return_sq_distance: bool = False, chunk_rows=None):
-    """Index of the nearest centre (Euclidean; ties to the lower index) for every row of X.
+def block_rows(k: int, d: int) -> int:
+    """Rows per block of every product over records with ``k`` columns out and ``d`` in
+    (:func:`nearest_centres`, :func:`project_rows`): a multiple of 64 from ``(k, d)`` only,
+    never from the number of records, so a block holds at most about ``2^16`` products'
+    results and ``2^20`` values of the rows."""
+    rows = min(_BLOCK_ELEMENTS // max(k, 1), _SCRATCH_ELEMENTS // max(d, 1))
+    return max(_BLOCK_ALIGN, rows // _BLOCK_ALIGN * _BLOCK_ALIGN)
 
-    Rows are processed in blocks so memory stays ``O(block * k)``; within a block the squared
-    distances come from ``|c|^2 - 2 x.c`` (``|x|^2`` does not change the argmin), with both
-    sides shifted by the centres' mean to limit cancellation far from the origin. With
-    ``return_sq_distance`` the squared distance to the chosen centre is recomputed exactly.
+
+def _blocks(n: int, rows: int):
+    """``(start, rows used)`` of every block of ``rows`` rows over ``n`` records."""
+    for start in range(0, n, rows):
+        yield start, min(rows, n - start)
+
+
+def nearest_centres(X, centres, *, return_sq_distance: bool = False, chunk_rows=None,
+                    offset=None):
+    """Index of the nearest centre (Euclidean; ties to the lower index) for every row of X:
+    ``argmin_j ||x - c_j||^2 - offset_j`` (``offset``: (k,) public values, default 0).
+
+    Per-record arithmetic: a row's label depends on that row and the centres only, never on
+    the other rows, their number or the row's position. The squared distances come from
+    ``|c|^2 - 2 x.c`` (``|x|^2`` does not change the argmin), both sides shifted by the
+    centres' mean to limit cancellation far from the origin, one matrix product per block of
+    rows; every block has exactly :func:`block_rows` rows (from ``(k, d)`` only; the last
+    block is padded with zero rows, whose results are dropped), so every row is computed by
+    the same BLAS kernel with the same blocking wherever it sits (a product's edge rows take
+    another kernel, whose rounding differs in the last bits: a block whose shape followed n
+    could move a record at a near tie to another centre when one record is added). With
+    ``return_sq_distance`` the squared distance to the chosen centre is recomputed exactly
+    from the row and that centre. ``chunk_rows`` is accepted for compatibility and changes
+    nothing (memory is ``O(block * max(k, d))`` already).
     """
+    del chunk_rows  # the block shape must not depend on the caller
     C = np.asarray(centres, dtype=float)
     n, k = X.shape[0], C.shape[0]
-    rows = chunk_rows or max(1, _BLOCK_ELEMENTS // max(k, 1))
+    d = C.shape[1]
+    rows = block_rows(k, d)
     shift = C.mean(axis=0)
     Cs = C - shift
     c_sq = np.einsum("ij,ij->i", Cs, Cs)
+    if offset is not None:
+        c_sq = c_sq - np.broadcast_to(np.asarray(offset, dtype=np.float64), (k,))
     minus_2c = -2.0 * Cs.T
     idx = np.empty(n, dtype=np.int64)
     dist = np.empty(n) if return_sq_distance else None
-
-    d = C.shape[1]
-    # blocks of this thread's scratch arrays when small (see privclust._scratch)
-    reuse = rows * max(d, k) <= _SCRATCH_ELEMENTS
+    if n == 0:
+        return (idx, dist) if return_sq_distance else idx
+    # this thread's scratch arrays (see privclust._scratch), the same shape for every block
+    Xs = scratch("nearest rows", (rows, d))
+    scores = scratch("nearest scores", (rows, k))
     with single_threaded_blas():
-        for start in range(0, n, rows):
-            stop = min(start + rows, n)
-            if reuse:
-                m = stop - start
-                Xs = np.subtract(X[start:stop], shift, out=scratch("nearest rows", (m, d)))
-                scores = np.matmul(Xs, minus_2c, out=scratch("nearest scores", (m, k)))
-            else:
-                Xs = np.asarray(X[start:stop], dtype=float) - shift
-                scores = Xs @ minus_2c
+        for start, m in _blocks(n, rows):
+            np.subtract(X[start:start + m], shift, out=Xs[:m])
+            if m < rows:
+                Xs[m:] = 0.0  # the padding: its labels are dropped
+            np.matmul(Xs, minus_2c, out=scores)
             scores += c_sq
-            j = np.argmin(scores, axis=1)
-            idx[start:stop] = j
+            j = np.argmin(scores[:m], axis=1)
+            idx[start:start + m] = j
             if return_sq_distance:
-                diff = Xs - Cs[j]
-                dist[start:stop] = np.einsum("ij,ij->i", diff, diff)
+                diff = Xs[:m] - Cs[j]
+                dist[start:start + m] = np.einsum("ij,ij->i", diff, diff)
     return (idx, dist) if return_sq_distance else idx
+
+
+def project_rows(X, mid, G, out=None) -> np.ndarray:
+    """``(X - mid) @ G.T`` (``G``: (p, d), ``mid``: (d,); rows of X as float64): every record's
+    image from that record and the public map alone (per-record arithmetic, as
+    :func:`nearest_centres`: blocks of exactly :func:`block_rows` rows, the last padded with
+    zero rows, on one BLAS thread), so a record's projection, and the cell it falls in, does
+    not depend on the other records or their number. Returns ``out`` (n, p) when given."""
+    G = np.asarray(G, dtype=np.float64)
+    mid = np.asarray(mid, dtype=np.float64)
+    n = X.shape[0]
+    p, d = G.shape
+    if out is None:
+        out = np.empty((n, p))
+    rows = block_rows(p, d)
+    Xs = scratch("projected rows", (rows, d))
+    Ys = scratch("projected images", (rows, p))
+    Gt = np.ascontiguousarray(G.T)
+    with single_threaded_blas():
+        for start, m in _blocks(n, rows):
+            np.subtract(X[start:start + m], mid, out=Xs[:m])
+            if m < rows:
+                Xs[m:] = 0.0
+            np.matmul(Xs, Gt, out=Ys)
+            out[start:start + m] = Ys[:m]
+    return out
 
 
 def group_column_sums(group: np.ndarray, x: np.ndarray, n_groups: int) -> np.ndarray:

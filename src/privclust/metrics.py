@@ -170,9 +170,11 @@ def assign(X, centers, chunk_size: int | None = None) -> np.ndarray:
     This is the cluster membership ``x in C_i`` of DPM (004) App. C.1 Def. 10 (and Defs. 11,
     12): each point belongs to its closest centre. Ties go to the lowest centre index.
 
-    The work is done in chunks of ``chunk_size`` rows, so memory is ``O(chunk_size * k)``; no
-    ``(n, k)`` matrix is formed. The default (``None``) picks ``chunk_size = max(1, 2**22 // k)``
-    rows, i.e. a distance block of at most 32 MiB. Within a chunk everything is vectorised.
+    The work is done in blocks of a fixed number of rows (from ``k`` and ``d`` only, about
+    ``2**16 / k``: :func:`privclust._geometry.nearest_centres`, the labelling ``predict``
+    uses), so memory is ``O(block * max(k, d))`` and no ``(n, k)`` matrix is formed; every
+    row's label depends on that row and the centres only. ``chunk_size`` is accepted for
+    compatibility (validated) and changes nothing.
 
     Parameters
     ----------

@@ -10,7 +10,7 @@ import math
 import numpy as np
 from scipy.spatial import cKDTree
 
-from .._geometry import _BLOCK_ELEMENTS, nearest_centres
+from .._geometry import block_rows, nearest_centres
 from .._parallel import on_cores
 from ..privacy import Mechanisms
 from ._base import is_dask_input, nearest_centre
@@ -209,7 +209,8 @@ def final_cost_and_labels(X, bounds, centres):
     the clipped records at ``centres`` (the data holder's diagnostic), from one assignment.
 
     Chunk by chunk in one (n, d) buffer, on the cores: each chunk is clipped into the buffer,
-    labelled (split at blocks of :func:`nearest_centres`, so the same labels) and replaced by
+    labelled (per-record arithmetic: the same labels however it is split; split at blocks of
+    :func:`nearest_centres`, so no block is padded but the last) and replaced by
     its squared differences; one sum over the whole buffer then adds them in the same order
     as a sum of the (n, d) array of squares would."""
     if is_dask_input(X):
@@ -220,7 +221,7 @@ def final_cost_and_labels(X, bounds, centres):
     k = centres.shape[0]
     buf = np.empty(X.shape, dtype=np.result_type(X.dtype, bounds.dtype))
     labels = np.empty(n, dtype=np.int64)
-    block = max(1, _BLOCK_ELEMENTS // max(k, 1))  # nearest_centres' rows per block
+    block = block_rows(k, centres.shape[1])  # nearest_centres' rows per block
     rows = block * max(1, (1 << 18) // (block * max(X.shape[1], 1)))  # ~2 MB of X a chunk
 
     def fill(start):

@@ -14,7 +14,7 @@ from functools import lru_cache
 import numpy as np
 from scipy import integrate, optimize
 
-from .._geometry import _BLOCK_ELEMENTS
+from .._geometry import block_rows
 from .._parallel import N_THREADS, on_cores
 from ..engine.local import LocalEngine
 from ..privacy import Mechanisms, count_offset, public_offsets, resolve_random_state
@@ -710,10 +710,10 @@ def _leaf_order(tree: SplitTree, depth: int) -> list:
 
 
 def _nearest_labels(X, centres) -> np.ndarray:
-    """``nearest_centre(X, centres)``, half the rows on each core: split at a block boundary of
-    :func:`~privclust._geometry.nearest_centres`, so every block, and every label, is the same
-    as in one call."""
-    rows = max(1, _BLOCK_ELEMENTS // max(centres.shape[0], 1))
+    """``nearest_centre(X, centres)``, half the rows on each core (a row's label does not
+    depend on how the rows are split; the split is at a block boundary of
+    :func:`~privclust._geometry.nearest_centres`, so no block is padded twice)."""
+    rows = block_rows(centres.shape[0], centres.shape[1])
     n_blocks = 0 if is_dask_input(X) or not centres.shape[0] else -(-X.shape[0] // rows)
     if n_blocks < 2 * N_THREADS:
         return nearest_centre(X, centres)

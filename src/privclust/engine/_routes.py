@@ -69,14 +69,18 @@ def axis_targets(X, g, feature_t, threshold_t, left_t, right_t, parked, out, sl)
 
 def oblique_targets(X, g, normal, offset_t, left_t, right_t, split_t, out, sl) -> None:
     """``out[sl]``: the targets of the records ``sl`` in ``LocalEngine.regroup_oblique``, the
-    tested rows of the chunk gathered and projected (one product)."""
+    tested rows of the chunk gathered and projected row by row (``einsum``, not a BLAS
+    product: a product's rounding depends on the block a row sits in, so a record near a
+    hyperplane could change sides when another record is added; ``einsum`` adds each row's
+    terms in the same order wherever the row sits, and is as fast)."""
     gs = g[sl]
     target = unpark(gs, left_t[np.maximum(gs, -1)])
     rows = np.flatnonzero(split_t[np.maximum(gs, -1)])
     if rows.size:
         x = X[sl][rows].astype(float, copy=False)
         gr = gs[rows]
-        proj = x @ normal if normal.ndim == 1 else np.einsum("ij,ij->i", x, normal[gr])
+        proj = np.einsum("ij,j->i", x, normal) if normal.ndim == 1 else np.einsum(
+            "ij,ij->i", x, normal[gr])
         right_side = proj > offset_t[gr]
         target[rows[right_side]] = right_t[gr[right_side]]
     out[sl] = target

@@ -23,6 +23,7 @@ import math
 
 import numpy as np
 
+from ..._geometry import nearest_centres
 from ...engine.local import LocalGrouping
 from ...privacy import zcdp_gaussian_sigma
 
@@ -88,21 +89,18 @@ def corrected_nearest(X, centres, offset):
     """For every record, the centre ``j`` that minimises ``||x - c_j||^2 - offset_j`` and that
     value, at least 0 (chunked): with ``offset_j`` the expected squared norm of the noise of
     ``c_j``, the expected squared distance from the cluster's mean. Returns ``(labels,
-    corrected distances)``."""
+    corrected distances)``. Per-record arithmetic: the labels come from
+    :func:`~privclust._geometry.nearest_centres` (blocks whose shape does not depend on the
+    number of records), the distance from the record and its centre alone, so neither moves
+    when another record is added or removed."""
     n = X.shape[0]
-    labels = np.empty(n, dtype=np.int64)
-    dist = np.empty(n)
     offset = np.broadcast_to(np.asarray(offset, dtype=np.float64), centres.shape[:1])
-    cc = np.einsum("ij,ij->i", centres, centres) - offset
+    labels = nearest_centres(X, centres, offset=offset)
+    dist = np.empty(n)
     for start in range(0, n, _ROWS // 16):
         x = np.asarray(X[start:start + _ROWS // 16], dtype=np.float64)
-        d2 = cc[None, :] - 2.0 * (x @ centres.T)
-        j = np.argmin(d2, axis=1)
-        labels[start:start + x.shape[0]] = j
-        # the value from the record and its centre alone: the product's rounding depends on
-        # how the chunk is blocked, so one record more or less could move another's value
-        diff = x - centres[j]
-        best = np.einsum("ij,ij->i", diff, diff) - offset[j]
+        diff = x - centres[labels[start:start + x.shape[0]]]
+        best = np.einsum("ij,ij->i", diff, diff) - offset[labels[start:start + x.shape[0]]]
         dist[start:start + x.shape[0]] = np.sqrt(np.maximum(best, 0.0))
     return labels, dist
 

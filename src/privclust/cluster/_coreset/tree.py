@@ -17,6 +17,7 @@ import math
 
 import numpy as np
 
+from ..._geometry import project_rows
 from ...privacy.rng import public_unit_directions
 from ..dpcube import _Grid as _ShiftedGrid
 from ..hst import _release_level as _release
@@ -60,11 +61,15 @@ class Space:
             self.box = np.column_stack([-reach, reach])
 
     def project(self, X: np.ndarray) -> np.ndarray:
-        """The images of the (clipped) records, inside ``box``."""
+        """The images of the (clipped) records, inside ``box``: each from that record and the
+        public map alone (:func:`~privclust._geometry.project_rows`), so a record's cell does
+        not depend on the other records."""
         Xc = np.clip(X, self.bounds[:, 0], self.bounds[:, 1])
         if not self.projected:
             return Xc
-        return np.clip((Xc - self.mid) @ self.G.T, self.box[:, 0], self.box[:, 1])
+        # per-record arithmetic: a record's image from that record and G alone
+        Y = project_rows(Xc, self.mid, self.G)
+        return np.clip(Y, self.box[:, 0], self.box[:, 1], out=Y)
 
 
 class Grid(_ShiftedGrid):
@@ -74,10 +79,8 @@ class Grid(_ShiftedGrid):
 
     def spread2(self, level: int, cells: np.ndarray) -> np.ndarray:
         """Mean squared distance of a point uniform in each cell (its intersection with the
-        box) from the cell's centre: ``sum_j width_j^2 / 12``."""
-        w = self.width(level)
-        lo = np.maximum(self.origin + cells * w, self.box[:, 0])
-        hi = np.minimum(self.origin + (cells + 1) * w, self.box[:, 1])
+        box, :meth:`extent`) from the cell's centre: ``sum_j width_j^2 / 12``."""
+        lo, hi = self.extent(level, cells)
         return ((hi - lo) ** 2).sum(axis=1) / 12.0
 
 

@@ -8,6 +8,8 @@ import math
 import numpy as np
 from scipy.integrate import solve_ivp
 
+from ..._geometry import project_rows
+
 _LOG_2PI = math.log(2.0 * math.pi)
 
 
@@ -89,14 +91,18 @@ class MixtureField:
         return -self._terms(np.atleast_2d(X))[2]
 
     def log_terms(self, X):
-        """``log(pi_k N(x; mu_k, Sigma_k))`` per row and (live) component."""
+        """``log(pi_k N(x; mu_k, Sigma_k))`` per row and (live) component. Per-record
+        arithmetic (``predict``'s likelihood shortcut reads it): ``P_k (x - mu_k)`` in blocks
+        whose shape does not depend on the number of rows
+        (:func:`~privclust._geometry.project_rows`), so a row's value, and the component it
+        goes to at a near tie, does not depend on the other rows."""
         X = np.atleast_2d(np.asarray(X, dtype=float))
         out = np.empty((X.shape[0], self.means.shape[0]))
         for c in range(self.means.shape[0]):
             diff = X - self.means[c]
-            out[:, c] = self.log_norm[c] - 0.5 * np.einsum(
-                "nd,nd->n", diff, diff @ self.precisions[c]
-            )
+            # (x - mu) P: P symmetric, passed as the map whose transpose multiplies
+            Pd = project_rows(X, self.means[c], self.precisions[c].T)
+            out[:, c] = self.log_norm[c] - 0.5 * np.einsum("nd,nd->n", diff, Pd)
         return out
 
     def grad(self, X):
