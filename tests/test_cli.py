@@ -219,7 +219,7 @@ def test_predict_wrong_columns(fitted, tmp_path, capsys):
 def test_demo(tmp_path, capsys):
     pytest.importorskip("matplotlib")
     rc = cli.main(
-        ["demo", "--out-dir", str(tmp_path / "demo"), "--seed", "0", "--n-samples", "5000"]
+        ["demo", "--out-dir", str(tmp_path / "demo"), "--seed", "0", "--n-samples", "3000"]
     )
     out = capsys.readouterr().out
     assert rc == 0
@@ -235,7 +235,7 @@ def test_demo_without_matplotlib(tmp_path, capsys, monkeypatch):
         raise ImportError('plotting needs matplotlib: pip install "privclust[plot]"')
 
     monkeypatch.setattr(cli.viz, "require_matplotlib", missing)
-    rc = cli.main(["demo", "--out-dir", str(tmp_path), "--n-samples", "5000"])
+    rc = cli.main(["demo", "--out-dir", str(tmp_path), "--n-samples", "3000"])
     captured = capsys.readouterr()
     assert rc == 0
     assert "randomness: secure" in captured.out

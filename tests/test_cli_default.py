@@ -30,7 +30,7 @@ def five_d():
 
 # --------------------------------------------------------------------------- demo
 def test_the_demo_runs_the_default_estimator_and_writes_its_files(tmp_path, capsys, mpl):
-    rc = cli.main(["demo", "--out-dir", str(tmp_path), "--seed", "1", "--n-samples", "4000"])
+    rc = cli.main(["demo", "--out-dir", str(tmp_path), "--seed", "1", "--n-samples", "3000"])
     out = capsys.readouterr().out
     assert rc == 0
     assert "CoresetKMeans(epsilon=1, delta=auto), not told k, found 6 cluster(s) (true: 6)" in out
