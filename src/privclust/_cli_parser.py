@@ -147,9 +147,10 @@ def build_parser(commands: Mapping[str, Callable]) -> argparse.ArgumentParser:
     p = sub.add_parser(
         "demo",
         help="cluster a generated data set and plot it",
-        description="Generate a 2-D Gaussian mixture, cluster it with DPM at "
-        "epsilon=1, print the result and write demo_model.json and "
-        "demo_clusters.png into --out-dir (default: a new temporary folder, named at the end).",
+        description="Generate a 2-D Gaussian mixture, cluster it with the default estimator, "
+        "CoresetKMeans (it finds the number of clusters itself), at epsilon=1, print the "
+        "result and write demo_model.json and demo_clusters.png into --out-dir (default: a "
+        "new temporary folder, named at the end).",
     )
     p.add_argument(
         "--out-dir",
@@ -318,6 +319,17 @@ def _users(dest: str) -> str:
     return ", ".join(users)
 
 
+def _required_by(dest: str) -> str:
+    """The algorithms that cannot run without an option (the registry's ``required``)."""
+    return ", ".join(name for name, e in ALGORITHMS.items() if dest in e.required)
+
+
+def _optional_for(dest: str) -> str:
+    """The algorithms that take an option but run without it."""
+    return ", ".join(name for name, e in ALGORITHMS.items()
+                     if dest in e.applicable() and dest not in e.required)
+
+
 def _centre_bases() -> str:
     """The morse bases that are centre models (the mixture brings its own components)."""
     return ", ".join(b for b, e in registry.morse_bases().items()
@@ -361,8 +373,9 @@ def _add_algorithm_options(p) -> None:
         type=_positive_int,
         default=None,
         metavar="K",
-        help=f"number of clusters k, required by {_users('n_clusters')} (morse: the clusters "
-        "after merging)",
+        help=f"number of clusters k, required by {_required_by('n_clusters')} (morse: the "
+        f"clusters after merging); optional for {_optional_for('n_clusters')}, which finds k "
+        "itself when it is not given",
     )
     sized = "|".join(b for b, e in registry.morse_bases().items() if e.morse_base.size_param)
     g.add_argument(

@@ -48,7 +48,7 @@ from ._cli_parser import _join_bounds, _UsageError
 from ._progress import disabled as fit_progress_disabled
 from ._readers import read_table
 from .cluster import (
-    DPM,
+    CoresetKMeans,
     MorseMerging,
 )
 from .cluster._base import check_bounds, check_data
@@ -354,8 +354,13 @@ def _cmd_cluster(args) -> int:
     else:
         print("(pass --out model.json to save the model)")
     if plot is not None:
-        shows = ("the merge hierarchy: post-processing of the private model" if name == "morse"
-                 and d != 2 else "it shows the raw data points: not a private release")
+        if name == "morse" and d != 2:
+            shows = "the merge hierarchy: post-processing of the private model"
+        elif d > 2:
+            shows = ("it shows the raw data points, projected on the two directions that "
+                     "separate the released centres most: not a private release")
+        else:
+            shows = "it shows the raw data points: not a private release"
         print(f"wrote plot: {plot} ({shows})")
     return 0
 
@@ -415,9 +420,11 @@ _DEMO_EPSILON = 1.0
 
 
 def _cmd_demo(args) -> int:
+    """The default estimator, CoresetKMeans, on a generated 2-D mixture: it finds the number of
+    clusters itself."""
     from sklearn.datasets import make_blobs
 
-    from .metrics import accuracy_majority
+    from .metrics import accuracy_majority, ari
 
     if args.out_dir is None:  # never litter the current folder (a checkout, say)
         out_dir = Path(tempfile.mkdtemp(prefix="privclust-demo-"))
@@ -441,16 +448,17 @@ def _cmd_demo(args) -> int:
     )
     if args.seed is not None:
         _warn_line(_SEED_WARNING)
-    model = DPM(epsilon=_DEMO_EPSILON, bounds=_DEMO_BOUNDS, random_state=args.seed).fit(X)
+    model = CoresetKMeans(epsilon=_DEMO_EPSILON, bounds=_DEMO_BOUNDS,
+                          random_state=args.seed).fit(X)
     print(
-        f"DPM(epsilon={_DEMO_EPSILON:g}, delta=auto) found {model.n_clusters_} cluster(s) "
-        f"(true: {k_true})"
+        f"CoresetKMeans(epsilon={_DEMO_EPSILON:g}, delta=auto), not told k, found "
+        f"{model.n_clusters_} cluster(s) (true: {k_true})"
     )
     _summaries.print_centres(model, None, ["x0", "x1"])
-    acc = accuracy_majority(y, model.labels_)
     print(
-        f"accuracy (majority vote, DPM paper Def. 12): {acc:.4f}  "
-        "[evaluation against the true labels; not part of the release]"
+        f"accuracy (majority vote): {accuracy_majority(y, model.labels_):.4f}, adjusted Rand "
+        f"index: {ari(y, model.labels_):.4f}  [evaluation against the true labels; not part of "
+        "the release]"
     )
     report = model.privacy_report_
     print(_spent_line(report))

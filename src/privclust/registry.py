@@ -88,7 +88,10 @@ class MorseBase:
 
 
 def _centre_plot(model, X, names):
-    return viz.plot_clusters(X, model, feature_names=names)
+    """Two features as they are; more, projected on the two directions that separate the
+    released centres most (post-processing of the release)."""
+    dims = "centres" if X.shape[1] > 2 else (0, 1)
+    return viz.plot_clusters(X, model, dims=dims, feature_names=names)
 
 
 @dataclass(frozen=True)

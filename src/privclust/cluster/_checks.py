@@ -137,9 +137,19 @@ def _as_numpy(X, name: str) -> np.ndarray:
     if arr.dtype == object:  # numbers held as Python objects: converted, as scikit-learn does
         try:
             arr = arr.astype(np.float64)
-        except (TypeError, ValueError):
+        except ValueError:  # text: refused below with the fix
             pass
+        except TypeError as exc:  # a dict, None, a list...: not a number at all
+            raise NonNumericDataError(
+                f"{name} must be numeric; it holds a value that is not a number ({exc}). Drop "
+                "or encode non-numeric columns first, and impute missing values"
+            ) from None
     return arr
+
+
+class NonNumericDataError(TypeError, ValueError):
+    """The data holds a value of a type that is no number (a dict, None...): a ``TypeError``,
+    as scikit-learn raises for it, and a ``ValueError``, as privclust raises for bad data."""
 
 
 def check_data(X, *, name: str = "X", min_samples: int = 1) -> np.ndarray:
@@ -160,16 +170,23 @@ def check_data(X, *, name: str = "X", min_samples: int = 1) -> np.ndarray:
             "columns first."
         )
     if np.issubdtype(arr.dtype, np.complexfloating):
-        raise ValueError(f"{name} must be real-valued, got complex numbers")
+        raise ValueError(
+            f"Complex data not supported: {name} must be real-valued, got complex numbers; "
+            "pass the real part (X.real), or the real and imaginary parts as separate features"
+        )
     if arr.ndim == 1:
         raise ValueError(
             f"{name} must be 2-D (n_samples, n_features); got a 1-D array of {arr.shape[0]} "
-            "values. Use X.reshape(-1, 1) for one feature or X.reshape(1, -1) for one sample."
+            "values. Reshape your data: X.reshape(-1, 1) for one feature or X.reshape(1, -1) "
+            "for one sample."
         )
     if arr.ndim != 2:
         raise ValueError(f"{name} must be 2-D (n_samples, n_features); got shape {arr.shape}")
     if arr.shape[1] == 0:
-        raise ValueError(f"{name} has no features (shape {arr.shape})")
+        raise ValueError(
+            f"{name} has no features: 0 feature(s) (shape={arr.shape}) while a minimum of 1 is "
+            "required; pass at least one numeric column"
+        )
     if arr.shape[0] < min_samples:
         raise ValueError(
             f"{name} has {arr.shape[0]} samples; at least {min_samples} needed"

@@ -1,7 +1,9 @@
 """Plots of fitted privclust models (needs matplotlib: ``pip install "privclust[plot]"``).
 
 * :func:`plot_clusters`: the data coloured by ``model.predict``, the private centres as large
-  markers (area proportional to the noisy size) and, for a 2-D DPM, the released split lines.
+  markers (area proportional to the noisy size) and, for a 2-D DPM, the released split lines;
+  more than two features on two of them, or (``dims="centres"``) projected on
+  :func:`centre_directions`, the two directions that separate the private centres most.
 * :func:`plot_split_tree`: DPM's split tree as a diagram (split rule and noisy count per node).
 * :func:`plot_spans`: DP-DBSCAN's spans as grid cells (2-D).
 * :func:`plot_dendrogram`, :func:`plot_morse_density`: Morse merging's hierarchy, and its
@@ -14,10 +16,10 @@ the Agg backend is used.
 """
 
 from ._common import FIGURE_FORMATS, check_figure_path, require_matplotlib, save_figure
-from .centres import plot_clusters, plot_split_tree
+from .centres import centre_directions, plot_clusters, plot_split_tree
 from .morse import plot_dendrogram, plot_morse_density
 from .spans import plot_spans
 
-__all__ = ["FIGURE_FORMATS", "check_figure_path", "plot_clusters", "plot_dendrogram",
-           "plot_morse_density", "plot_spans", "plot_split_tree", "require_matplotlib",
-           "save_figure"]
+__all__ = ["FIGURE_FORMATS", "centre_directions", "check_figure_path", "plot_clusters",
+           "plot_dendrogram", "plot_morse_density", "plot_spans", "plot_split_tree",
+           "require_matplotlib", "save_figure"]

@@ -70,7 +70,10 @@ def plot_clusters(
     X : (n, d) data (at most ``max_points`` rows are drawn, a fixed-seed random subsample).
     model : a fitted privclust estimator (``cluster_centers_``, ``predict``).
     ax : matplotlib Axes to draw on (a new figure when None).
-    dims : the two features on the axes (ignored for d == 1: a strip plot with jitter).
+    dims : the two features on the axes (ignored for d == 1: a strip plot with jitter), or
+        ``"centres"``: the two directions that separate the private centres most
+        (:func:`centre_directions`, computed from the released centres and noisy sizes only),
+        with the points and centres projected on them.
     show_splits : for a DPM on 1-D or 2-D data, draw the released split lines (for d > 2 a
         split on a third feature has no line in the projection, so none are drawn).
     feature_names : optional names of the d features, for the axis labels.
@@ -83,51 +86,122 @@ def plot_clusters(
     centres = np.asarray(model.cluster_centers_, dtype=float)
     if centres.ndim != 2 or centres.shape[1] != d:
         raise ValueError(f"X has {d} feature(s); the model was fitted on {centres.shape[-1]}")
-    a, b = _axes_features(dims, d)
     if not (isinstance(max_points, int) and max_points > 0):
         raise ValueError(f"max_points must be a positive int, got {max_points!r}")
     names = list(feature_names) if feature_names is not None else [f"x{j}" for j in range(d)]
     if len(names) != d:
         raise ValueError(f"feature_names has {len(names)} names for {d} features")
+    k = centres.shape[0]
+    sizes = np.clip(np.asarray(getattr(model, "cluster_sizes_", np.ones(k)), dtype=float), 0,
+                    None)
+    view = _View(dims, d, names, centres, sizes)
 
     rng = np.random.default_rng(_SEED)
     Xs = X[np.sort(rng.choice(n, size=max_points, replace=False))] if n > max_points else X
-    k = centres.shape[0]
     colours = _colours(k)
     if ax is None:
         _, ax = pyplot().subplots(figsize=(7, 6))
-    xs = Xs[:, a]
-    ys = Xs[:, b] if b is not None else rng.uniform(-1, 1, size=Xs.shape[0])
+    xs, ys = view.coordinates(Xs)
+    if ys is None:
+        ys = rng.uniform(-1, 1, size=Xs.shape[0])
     _scatter_points(ax, xs, ys, np.asarray(model.predict(Xs)), colours)
-    if show_splits and d <= 2 and hasattr(model, "split_tree_"):
-        _draw_splits(ax, model.split_tree_, a, b)
-    cy = centres[:, b] if b is not None else np.zeros(k)
+    if show_splits and d <= 2 and view.W is None and hasattr(model, "split_tree_"):
+        _draw_splits(ax, model.split_tree_, view.a, view.b)
+    cx, cy = view.coordinates(centres)
+    cy = np.zeros(k) if cy is None else cy
     if k:
-        sizes = np.asarray(getattr(model, "cluster_sizes_", np.ones(k)), dtype=float)
-        sizes = np.clip(sizes, 0, None)
         area = 60 + 440 * sizes / max(sizes.max(), 1.0)
-        ax.scatter(centres[:, a], cy, s=area, c=colours[:k], marker="o", edgecolors="black",
+        ax.scatter(cx, cy, s=area, c=colours[:k], marker="o", edgecolors="black",
                    linewidths=1.5, zorder=3, label="private centres (area ~ noisy size)")
-        ax.scatter(centres[:, a], cy, s=18, c="black", marker="x", zorder=4)
-    _zoom(ax, (xs, ys), (centres[:, a], cy))
-    ax.set_xlabel(names[a])
-    ax.set_ylabel(names[b] if b is not None else "(jitter)")
+        ax.scatter(cx, cy, s=18, c="black", marker="x", zorder=4)
+    _zoom(ax, (xs, ys), (cx, cy))
+    ax.set_xlabel(view.xlabel)
+    ax.set_ylabel(view.ylabel)
     eps = _epsilon(model)
     title = f"{type(model).__name__}: {k} cluster{'s' if k != 1 else ''}"
     if eps is not None:
         title += f", epsilon = {eps:g}"
-    if d > 2:
-        title += f"  (features {names[a]}, {names[b]} of {d})"
-    ax.set_title(title)
+    ax.set_title(title + view.title_suffix)
     raw_data_note(ax, Xs.shape[0], n)
     ax.legend(loc="upper right", fontsize=8, framealpha=0.8, markerscale=0.6)
     return ax
+
+
+def centre_directions(centres, sizes=None) -> tuple[np.ndarray, np.ndarray]:
+    """The two directions that separate the centres most, from the centres alone.
+
+    The top two principal directions of the ``(k, d)`` centres, each weighted by its size
+    (negative noisy sizes count as 0; equal weights when ``sizes`` is None or sums to 0): the
+    between-cluster scatter that linear discriminant analysis maximises, computed from the
+    released centres and noisy sizes only, so a projection on them is post-processing of the
+    release (no data point chooses them). With fewer than two directions of spread (one or two
+    centres) the remaining ones are the feature axes that lie furthest from those found.
+
+    Returns ``(W, share)``: ``W`` (d, 2) orthonormal columns, each signed so that its largest
+    entry is positive, and ``share`` (2,) the share of the centres' weighted spread along each.
+    """
+    c = np.asarray(centres, dtype=float)
+    if c.ndim != 2 or c.shape[1] < 2:
+        raise ValueError(f"centre_directions needs (k, d) centres with d >= 2; got shape "
+                         f"{c.shape}")
+    k, d = c.shape
+    w = np.ones(k) if sizes is None else np.clip(np.asarray(sizes, dtype=float), 0, None)
+    if w.shape != (k,) or not np.isfinite(w).all() or w.sum() <= 0:
+        w = np.ones(k)
+    w = w / w.sum()
+    z = (c - w @ c) * np.sqrt(w)[:, None] if k else np.zeros((0, d))
+    found, spread = np.zeros((d, 0)), np.zeros(0)
+    if k >= 2:
+        _, sv, vt = np.linalg.svd(z, full_matrices=False)
+        keep = sv[:2] > 1e-12 * max(sv[0], np.finfo(float).tiny)
+        found, spread = vt[:2][keep].T, sv[:2][keep] ** 2
+    while found.shape[1] < 2:  # complete with the feature axis furthest from what is found
+        residual = np.eye(d) - found @ found.T
+        j = int(np.argmax(np.linalg.norm(residual, axis=0)))
+        axis = residual[:, j] / np.linalg.norm(residual[:, j])
+        found, spread = np.column_stack([found, axis]), np.append(spread, 0.0)
+    signs = np.sign(found[np.argmax(np.abs(found), axis=0), [0, 1]])
+    total = float(np.sum(z * z)) if k else 0.0
+    share = spread / total if total > 0 else np.zeros(2)
+    return found * signs, share
+
+
+class _View:
+    """What the axes show: two features, a strip of one feature, or the projection on the
+    centres' directions (``dims="centres"``)."""
+
+    def __init__(self, dims, d: int, names, centres, sizes):
+        self.W = None
+        if isinstance(dims, str) and dims == "centres" and d >= 2:
+            self.W, share = centre_directions(centres, sizes)
+            self.a = self.b = None
+            self.xlabel, self.ylabel = (f"direction {i + 1} of the private centres ("
+                                        f"{100 * share[i]:.0f}% of their spread)"
+                                        for i in range(2))
+            self.title_suffix = (f"\nraw data ({d} features) projected on the 2 directions "
+                                 "that separate the private centres most")
+            return
+        self.a, self.b = _axes_features(dims, d)
+        self.xlabel = names[self.a]
+        self.ylabel = names[self.b] if self.b is not None else "(jitter)"
+        self.title_suffix = f"  (features {names[self.a]}, {names[self.b]} of {d})" if d > 2 \
+            else ""
+
+    def coordinates(self, rows):
+        """x and y of ``rows`` (y None for a strip plot)."""
+        if self.W is not None:
+            p = np.asarray(rows, dtype=float) @ self.W
+            return p[:, 0], p[:, 1]
+        return rows[:, self.a], (rows[:, self.b] if self.b is not None else None)
 
 
 def _axes_features(dims, d: int):
     """The features on the x and y axes (``(0, None)`` for 1-D data: a strip plot)."""
     if d < 2:
         return 0, None
+    if isinstance(dims, str):
+        raise ValueError(f"dims must be two feature indices, e.g. (0, 1), or 'centres'; got "
+                         f"{dims!r}")
     try:
         a, b = (int(v) for v in dims)
     except (TypeError, ValueError):
