@@ -194,3 +194,22 @@ def test_the_dense_merge_finds_the_sparse_merges_components(seed):
     np.testing.assert_array_equal(_renumber(comp)[0], _renumber(_sparse_merge(pkeys, offsets,
                                                                               pstrides))[0])
     assert _renumber(comp)[1] > 1
+
+
+def test_a_saved_morse_model_over_dpcube_loads():
+    """Once refused by its own loader: DPCube's centre ``mid + half * 1`` rounded one ulp past
+    the upper bound, and Morse kept it as a mean ("means lie outside the model's bounds")."""
+    from privclust import DPCube, MorseMerging, io
+
+    rng = np.random.default_rng(1)
+    lo = rng.uniform(-10, 0, 3)
+    hi = lo + rng.uniform(0.1, 10, 3)
+    X = rng.uniform(lo, hi, (1, 3))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        model = MorseMerging(DPCube(8, bounds=np.c_[lo, hi]), 1, epsilon=1.0,
+                             random_state=1).fit(X)
+        assert (model.means_ >= model.bounds_[:, 0]).all()
+        assert (model.means_ <= model.bounds_[:, 1]).all()
+        back = io.model_from_dict(io.model_to_dict(model))
+    np.testing.assert_array_equal(back.predict(X), model.predict(X))
