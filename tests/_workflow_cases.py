@@ -92,8 +92,13 @@ def _data_line(rng, big: bool = False) -> tuple[str, float, float, int]:
         offset, exponent = 1.7e9, 3
     seed = int(rng.integers(2**16))
     w = 10.0 ** exponent
-    return (f"X = data({seed}, {n}, {d}, {exponent}, {kind!r}, {dtype!r}, {offset!r})",
-            offset - 2 * w, offset + 2 * w, d)
+    # round bounds, then off-centre ones with digits to the last bit (a centre at a bound
+    # rounds past it only there)
+    if rng.random() < 0.5:
+        lo, hi = offset - 2 * w, offset + 2 * w
+    else:
+        lo, hi = offset - w * rng.uniform(1.0, 3.0), offset + w * rng.uniform(1.0, 3.0)
+    return f"X = data({seed}, {n}, {d}, {exponent}, {kind!r}, {dtype!r}, {offset!r})", lo, hi, d
 
 
 def _bounds_text(rng, lo: float, hi: float, d: int = 1) -> str:
@@ -104,8 +109,8 @@ def _bounds_text(rng, lo: float, hi: float, d: int = 1) -> str:
         return f"({lo!r}, {hi!r})"
     if r < 0.7:
         mid, half = (lo + hi) / 2, (hi - lo) / 2
-        rows = [[float(mid - half * f), float(mid + half * f)]
-                for f in rng.choice([1.0, 1.5, 3.0], d)]
+        rows = [[float(mid - half * f), float(mid + half * g)]  # mostly off-centre
+                for f, g in rng.choice([1.0, 1.5, 3.0, 1.37, 2.71, 1.0 + 1 / 3], (d, 2))]
         return f"np.array({rows!r})"
     if r < 0.85:
         mid, half = (lo + hi) / 2, (hi - lo) / 2
@@ -335,11 +340,17 @@ def outcome(c: Case) -> tuple[str, str | None]:
         warnings.simplefilter("always")
         try:
             exec(c.code, ns)  # noqa: S102 - the case's own generated lines
-            failure = _check_fit(ns["model"], ns["X"])
-            label = "fit"
         except Exception as exc:  # noqa: BLE001 - every way a case can end is classified
             failure = _refusal(exc)
             label = _refusal_label(exc) if failure is None else f"failed: {type(exc).__name__}"
+        else:
+            label = "fit"
+            try:  # a fitted model that cannot be checked, saved or loaded is a failure
+                failure = _check_fit(ns["model"], ns["X"])
+            except Exception as exc:  # noqa: BLE001
+                where = "".join(traceback.format_tb(exc.__traceback__)[-2:])
+                failure = f"the fitted model fails its checks: {type(exc).__name__}: " \
+                          f"{str(exc)[:300]}\n{where}"
     loud = [w for w in caught if not issubclass(w.category, UserWarning)
             or "encountered" in str(w.message)]
     if loud and failure is None:

@@ -72,6 +72,8 @@ def test_the_cases_cover_every_registry_estimator():
     ("model = DPLloyd(3, bounds=(-2.0, 2.0), random_state=0).fit(X)\n"
      "np.exp(np.full(2, 1e3))", "overflow"),
     ("raise ValueError('exponential_mechanism: scores contain NaN')", "unclear message"),
+    ("model = DPLloyd(3, bounds=(-2.0, 2.0), random_state=0).fit(X)\n"
+     "model.n_iter_ = -1", "fails its checks: ModelFormatError"),  # a file that cannot load
 ])
 def test_the_harness_catches_planted_faults(code, says):
     """Each way a case can go wrong is reported (a harness that cannot fail proves nothing)."""
