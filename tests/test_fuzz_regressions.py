@@ -151,3 +151,146 @@ def test_object_arrays_of_numbers_are_converted_as_scikit_learn_does():
     assert model.predict(X).shape == (60,)
     with pytest.raises(ValueError, match="must be numeric"):
         DPLloyd(2, bounds=(0, 5)).fit(np.array([[1, "a"]], dtype=object))
+
+
+
+def test_dbscan_merges_few_core_cells_of_a_large_dense_grid_fast():
+    """Once 31 s: every one of the 1,830 offsets beyond the 3^5 block shifted the whole grid of
+    1.9M cells to join 243 core cells; the merge now reads one label per core cell and offset."""
+    import time
+
+    from privclust import DPDBSCAN
+
+    X = np.random.default_rng(0).integers(0, 41, (2000, 5)).astype(float)
+    start = time.perf_counter()
+    model = DPDBSCAN(6.67, eps=51.5, min_samples=5, bounds=(-1, 401), random_state=0).fit(X)
+    assert model.histogram_ == "dense" and model.n_cells_ == 18**5
+    assert time.perf_counter() - start < 10  # 25-31 s before, about 1 s now
+    assert model.n_clusters_ == 1 and (model.labels_ == 0).all()
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_dense_merge_finds_the_sparse_merges_components(seed):
+    """The two merges of DPDBSCAN's core cells (dense grid, sorted keys) agree, cluster for
+    cluster, with offsets beyond the 3^d block (eta < 4 in 2-D and 3-D)."""
+    from privclust.cluster._grid import (
+        _c_strides,
+        _dense_merge,
+        _dot_int,
+        _renumber,
+        _sparse_merge,
+        neighbour_offsets,
+    )
+
+    rng = np.random.default_rng(seed)
+    d = 2 + seed % 2
+    offsets = neighbour_offsets(d, eta=2.0)
+    pad = int(np.abs(offsets).max())
+    core = rng.random((40,) * d if d == 2 else (20,) * d) < (0.02 if d == 2 else 0.003)
+    keys, comp = _dense_merge(core, offsets, pad)
+    pstrides = _c_strides(np.asarray(core.shape, dtype=np.int64) + 2 * pad)
+    pkeys = _dot_int(np.argwhere(core) + pad, pstrides)
+    np.testing.assert_array_equal(keys, np.flatnonzero(core))
+    np.testing.assert_array_equal(_renumber(comp)[0], _renumber(_sparse_merge(pkeys, offsets,
+                                                                              pstrides))[0])
+    assert _renumber(comp)[1] > 1
+
+
+def test_a_saved_morse_model_over_dpcube_loads():
+    """Once refused by its own loader: DPCube's centre ``mid + half * 1`` rounded one ulp past
+    the upper bound, and Morse kept it as a mean ("means lie outside the model's bounds")."""
+    from privclust import DPCube, MorseMerging, io
+
+    rng = np.random.default_rng(1)
+    lo = rng.uniform(-10, 0, 3)
+    hi = lo + rng.uniform(0.1, 10, 3)
+    X = rng.uniform(lo, hi, (1, 3))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        model = MorseMerging(DPCube(8, bounds=np.c_[lo, hi]), 1, epsilon=1.0,
+                             random_state=1).fit(X)
+        assert (model.means_ >= model.bounds_[:, 0]).all()
+        assert (model.means_ <= model.bounds_[:, 1]).all()
+        back = io.model_from_dict(io.model_to_dict(model))
+    np.testing.assert_array_equal(back.predict(X), model.predict(X))
+
+
+@pytest.fixture(scope="module")
+def pipeline_cube_file():
+    """A DPCube fitted as a pipeline step: its ``bounds`` parameter stays None (the scaler
+    before it gives the bounds), so only the model section can say where its centres lie."""
+    import json
+
+    from privclust import DPCube, io
+    from privclust.pipeline import make_private_pipeline
+    from privclust.preprocessing import PrivateScaler
+
+    X = np.random.default_rng(0).uniform(-3, 3, (5000, 2))
+    pipe = make_private_pipeline(PrivateScaler(0.5, bounds=(-3, 3)), DPCube(3, epsilon=1.0),
+                                 random_state=0).fit(X)
+    return json.loads(json.dumps(io.model_to_dict(pipe[-1]))), pipe[-1]
+
+
+def test_a_pipeline_step_round_trips_with_its_bounds(pipeline_cube_file):
+    """Once loaded without bounds: far points were not clipped as the fit clipped them."""
+    import copy
+
+    from privclust import io
+
+    d, step = pipeline_cube_file
+    assert d["params"]["bounds"] is None
+    back = io.model_from_dict(copy.deepcopy(d))
+    np.testing.assert_array_equal(back.bounds_, step.bounds_)
+    far = np.array([[1e308, -1e308], [-1e308, 1e308]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        np.testing.assert_array_equal(back.predict(far), step.predict(far))
+
+
+@pytest.mark.parametrize(("key", "tamper", "match"), [
+    ("cluster_centers", lambda v: [[1e308, 3.9e300], *v[1:]],
+     "cluster_centers lie outside the model's bounds"),
+    ("bounds", lambda v: [[-1e30, 1e30]] * len(v), "bounds in the model section differ"),
+])
+def test_edited_centres_of_a_pipeline_step_are_refused(pipeline_cube_file, key, tamper, match):
+    """Once loaded (no bounds in the file to check against), then overflowed in predict."""
+    import copy
+
+    from privclust import io
+    from privclust.io import ModelFormatError
+
+    d = copy.deepcopy(pipeline_cube_file[0])
+    d["model"][key] = tamper(d["model"][key])
+    if key == "bounds":  # a file that also states bounds among its parameters
+        d["params"]["bounds"] = [list(b) for b in pipeline_cube_file[1].bounds_]
+    with pytest.raises(ModelFormatError, match=match):
+        io.model_from_dict(d)
+
+
+def test_edited_dbscan_grids_and_huge_covariances_are_refused_quietly():
+    """Once loaded: an origin or a cell width of 1e308 overflowed in predict; a covariance of
+    1e308 warned "overflow encountered in add" on its way to the refusal."""
+    import copy
+    import json
+
+    from privclust import DPDBSCAN, MorseMerging, io
+    from privclust.io import ModelFormatError
+
+    X = np.random.default_rng(0).normal(0, 1, (3000, 2))
+    spans = DPDBSCAN(1.0, eps=0.5, min_samples=10, bounds=(-3, 3), random_state=0).fit(X)
+    morse = MorseMerging(DPGaussianMixture(4, bounds=(-3, 3), n_iter=2), 2,
+                         random_state=0).fit(X)
+    files = [json.loads(json.dumps(io.model_to_dict(m))) for m in (spans, morse)]
+    edits = [(files[0], ("grid", "origin"), [1e308, 0.0]), (files[0], ("grid", "cell_width"),
+                                                             1e308),
+             (files[1], ("covariances",), [[[1.0, 1e308], [1e308, 1.0]]] * 4)]
+    for d, path, value in edits:
+        d = copy.deepcopy(d)
+        section = d["model"]
+        for key in path[:-1]:
+            section = section[key]
+        section[path[-1]] = value
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", RuntimeWarning)
+            with pytest.raises(ModelFormatError, match="the file was edited|covariances"):
+                io.model_from_dict(d)

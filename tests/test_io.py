@@ -120,6 +120,7 @@ def test_file_holds_no_labels_data_or_seed(model, data, tmp_path):
         "min_cluster_size",
         "delta",
         "n_features_in",
+        "bounds",  # the public bounds the fit clipped to
     }
 
 
@@ -490,6 +491,7 @@ def test_kmeans_family_round_trip(name, kwargs, data, tmp_path):
         "n_clusters",
         "n_iter",
         "n_features_in",
+        "bounds",  # the public bounds the fit clipped to
     }
     assert stored["params"]["random_state"].startswith("int seed (")
     assert str(SEED) not in stored["params"]["random_state"] + str(stored["privacy_report"])

@@ -259,12 +259,17 @@ def _dense_merge(core: np.ndarray, offsets: np.ndarray, pad: int) -> tuple[np.nd
     extra = [o for o in _half(offsets) if np.abs(o).max() >= 2]
     rows, cols = [], []
     if extra:
+        # each offset reads the label at (core cell + offset) in the padded label grid: work
+        # in the number of core cells, not of grid cells (1,830 offsets over 1.9M cells took
+        # 22 s for 243 core cells when every offset shifted the whole grid)
         lp = np.pad(lab, pad)
-        shape = core.shape
-        base = lp[tuple(slice(pad, pad + s) for s in shape)]
-        for o in extra:
-            other = lp[tuple(slice(pad + int(o[j]), pad + int(o[j]) + shape[j]) for j in range(d))]
-            sel = (base > 0) & (other > 0) & (base != other)
+        flat = lp.ravel()
+        strides = _c_strides(np.asarray(lp.shape, dtype=np.int64))
+        pk = _dot_int(np.argwhere(core) + pad, strides)
+        base = flat[pk]
+        for s in _dot_int(np.asarray(extra, dtype=np.int64), strides):
+            other = flat[pk + s]
+            sel = (other > 0) & (base != other)
             if sel.any():
                 pairs = np.unique(np.stack([base[sel], other[sel]], axis=1), axis=0)
                 rows.append(pairs[:, 0].astype(np.int64) - 1)

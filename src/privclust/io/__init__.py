@@ -9,6 +9,8 @@ A model file holds only what the fit *released* (and the parameters it was run w
       "privclust_version": "0.1.0",
       "params": {...},          # get_params() minus accountant; random_state as a description
       "model": {...},           # the private outputs (centres, noisy sizes, split tree, ...)
+                                # and the bounds the fit clipped to; a loader refuses
+                                # centres or means outside them (an edited file)
       "privacy_report": {...}   # PrivacyReport.to_dict()
     }
 
@@ -47,6 +49,7 @@ from ..cluster._base import check_bounds, is_private_bounds
 from ..privacy import Budget, PrivacyLeakWarning, PrivacyReport, Release
 from . import _fields
 from ._json import dumps, jsonable, tuples
+from .codecs import check_inside
 
 __all__ = [
     "FORMAT",
@@ -477,44 +480,55 @@ def model_from_dict(d: dict, *, source: str = "the model") -> Any:
 
 
 def _with_private_bounds(model, section: dict) -> dict:
-    """With ``bounds="private"`` the estimated bounds are part of the release: store them."""
-    if is_private_bounds(getattr(model, "bounds", None)) and "private_bounds" not in section:
-        section = dict(section, private_bounds=jsonable(np.asarray(model.bounds_), "bounds_"))
+    """The bounds the fit clipped to, beside the release: with ``bounds="private"`` the
+    estimated bounds (part of the release), else the public ones as ``"bounds"`` where the
+    codec did not write them (a step of a pipeline takes its bounds from the step before and
+    keeps ``bounds=None`` among its parameters; the loader checks the centres against them)."""
+    if is_private_bounds(getattr(model, "bounds", None)):
+        if "private_bounds" not in section:
+            section = dict(section, private_bounds=jsonable(np.asarray(model.bounds_), "bounds_"))
+        return section
+    fitted = getattr(model, "bounds_", None)
+    if fitted is not None and "bounds" not in section:
+        section = dict(section, bounds=jsonable(np.asarray(fitted, dtype=float), "bounds_"))
     return section
 
 
 def _load_private_bounds(est, section: dict) -> None:
-    """``bounds_``: the released private bounds, or the public ones the fit used."""
+    """``bounds_``: the released private bounds, or the public ones the fit used (those the
+    model section stores, which must agree with ``params.bounds`` where both are given)."""
     bounds = getattr(est, "bounds", None)
     d = getattr(est, "n_features_in_", None)
     if is_private_bounds(bounds):
         est.bounds_ = check_bounds(section["private_bounds"], int(d), rows=True)
-    elif bounds is not None and d is not None and not hasattr(est, "bounds_"):
-        est.bounds_ = check_bounds(bounds, int(d))
+        return
+    if d is None:
+        return
+    if getattr(est, "bounds_", None) is None and section.get("bounds") is not None:
+        est.bounds_ = check_bounds(section["bounds"], int(d), rows=True)
+    if bounds is None:
+        return
+    given = check_bounds(bounds, int(d))
+    if getattr(est, "bounds_", None) is None:
+        est.bounds_ = given
+    elif not np.array_equal(np.asarray(est.bounds_, dtype=float), given):
+        raise ValueError("params.bounds and the bounds in the model section differ; the file "
+                         "was edited or is corrupt")
 
 
 def _check_loaded(est) -> None:
-    """The loaded model against its own invariants: ordered bounds, finite centres inside
-    them (the parameters are checked before the model section is read)."""
+    """The loaded model against its own invariants: finite centres inside the bounds the fit
+    used (the parameters and the bounds are checked before)."""
     d = getattr(est, "n_features_in_", None)
-    bounds = getattr(est, "bounds", None)
-    rows = is_private_bounds(bounds)
-    if rows:  # the bounds the fit released
-        bounds = getattr(est, "bounds_", None)
-    if bounds is not None and d is not None:
-        try:
-            b = check_bounds(bounds, int(d), rows=rows)
-        except ValueError as exc:
-            raise ModelFormatError(f"params.bounds are invalid: {_describe(exc)}") from None
-        centres = getattr(est, "cluster_centers_", None)
-        if centres is not None and np.size(centres):
-            c = np.asarray(centres, dtype=float)
-            slack = 1e-9 * (b[:, 1] - b[:, 0])
-            if not np.isfinite(c).all() or (c < b[:, 0] - slack).any() or (
-                c > b[:, 1] + slack
-            ).any():
-                raise ModelFormatError("cluster_centers lie outside the model's bounds; the "
-                                       "file was edited or is corrupt")
+    centres = getattr(est, "cluster_centers_", None)
+    if d is None or centres is None or not np.size(centres):
+        return
+    bounds = getattr(est, "bounds_", None)
+    try:
+        check_inside(centres, None if bounds is None else check_bounds(bounds, int(d), rows=True),
+                     "cluster_centers")
+    except ValueError as exc:
+        raise ModelFormatError(str(exc)) from None
 
 
 def save_model(model, path: str | os.PathLike[str]) -> Path:

@@ -18,13 +18,13 @@ from typing import Any
 import numpy as np
 
 from ..cluster import SplitTree
-from ..cluster._base import check_bounds
+from ..cluster._base import MAX_ABS_BOUND, check_bounds
 from ..cluster.dbscan import check_dimension
 from . import _fields as _f
 from ._json import jsonable
 
 __all__ = ["CENTRES", "CORESET_CODEC", "DBSCAN_CODEC", "DPM_CODEC", "MIXTURE_CODEC", "MORSE_CODEC",
-           "Codec"]
+           "Codec", "check_inside"]
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,29 @@ def _bounds(m: dict, d: int, where: str = "") -> np.ndarray:
     except ValueError as exc:
         raise ValueError(f'"bounds" must hold one (lo, hi) row per feature with lo < hi: '
                          f"{_f.short(str(exc))}") from None
+
+
+def check_inside(values, bounds, what: str) -> None:
+    """Refuse ``values`` (rows of d numbers) that are not finite or lie outside ``bounds``
+    ((d, 2); None: outside +-MAX_ABS_BOUND, the widest bounds a fit accepts). A fit releases
+    its centres and means inside its bounds; the slack of 1e-9 of the width admits a value
+    that an older release rounded one ulp past a bound, nothing an edit would need."""
+    v = np.asarray(values, dtype=float)
+    if not v.size:
+        return
+    if not np.isfinite(v).all():
+        raise ValueError(f"{what} hold non-finite values (null, Infinity or values too large "
+                         "for a float); the file was edited or is corrupt")
+    if bounds is None:
+        if (np.abs(v) > MAX_ABS_BOUND).any():
+            raise ValueError(f"{what} lie outside +-{MAX_ABS_BOUND:g}, the widest bounds a fit "
+                             "accepts; the file was edited or is corrupt")
+        return
+    b = np.asarray(bounds, dtype=float)
+    slack = 1e-9 * (b[:, 1] - b[:, 0])
+    if (v < b[:, 0] - slack).any() or (v > b[:, 1] + slack).any():
+        raise ValueError(f"{what} lie outside the model's bounds; the file was edited or is "
+                         "corrupt")
 
 
 # ------------------------------------------------------------------------------- centre models
@@ -187,9 +210,8 @@ def _coreset_load(est, m: dict) -> None:
     _kmeans_load(est, m)
     d, k = est.n_features_in_, est.n_clusters_
     est.bounds_ = _bounds(m, d)
-    if k and ((est.cluster_centers_ < est.bounds_[:, 0]).any()
-              or (est.cluster_centers_ > est.bounds_[:, 1]).any()):
-        raise ValueError("cluster_centers lie outside the model's bounds; the file was edited")
+    if k:
+        check_inside(est.cluster_centers_, est.bounds_, "cluster_centers")
     est.n_hat_ = _f.whole(m, "n_hat", lo=0)
     ks = _f.array(m, "candidate_ks", "int", (-1,), names=("the values of k considered",))
     if ks.size and (ks.min() < 1 or (np.diff(ks) <= 0).any()):
@@ -242,6 +264,7 @@ def _dbscan_load(est, m: dict) -> None:
     est.grid_origin_ = _f.array(g, "origin", "float", (d,), names=("d",), where="grid",
                                 finite=True)
     est.cell_width_ = _f.number(g, "cell_width", positive=True, where="grid")
+    _check_grid(est.bounds_, est.grid_origin_, est.cell_width_, shape)
     est.grid_shape_ = shape
     est.n_cells_ = n_cells
     est.kappa_ = _f.whole(g, "kappa", lo=1, where="grid")
@@ -274,6 +297,18 @@ def _dbscan_load(est, m: dict) -> None:
         _f.text(gu, "statement", where="guarantee")
     est.guarantee_ = dict(gu)
     est._restore()
+
+
+def _check_grid(bounds, origin, width: float, shape) -> None:
+    """The grid the fit laid over its bounds: origin at the lower bounds, and as many cells of
+    the stored width per feature as cover them (predict locates a point's cell from these)."""
+    lo, hi = bounds[:, 0], bounds[:, 1]
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        cells = np.floor((hi - lo) / width) + 1
+    if not np.array_equal(origin, lo) or not np.array_equal(cells, shape):
+        raise ValueError('"grid" does not match the bounds: its origin must be the lower bounds '
+                         "and its shape the cells of cell_width that cover them; the file was "
+                         "edited or is corrupt")
 
 
 DBSCAN_CODEC = Codec(_dbscan_dump, _dbscan_load)
@@ -311,7 +346,9 @@ def _mixture(m: dict) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
 def _check_covariances(covs: np.ndarray) -> None:
     """Symmetric positive definite matrices, as every released covariance is."""
     scale = float(np.abs(covs).max(initial=0.0))
-    if not np.allclose(covs, np.swapaxes(covs, -1, -2), rtol=1e-6, atol=1e-9 * scale):
+    with np.errstate(over="ignore", invalid="ignore"):  # a tampered 1e308 is refused below
+        symmetric = np.allclose(covs, np.swapaxes(covs, -1, -2), rtol=1e-6, atol=1e-9 * scale)
+    if not symmetric:
         raise ValueError('"covariances" must be symmetric matrices')
     try:
         np.linalg.cholesky(covs)
@@ -374,7 +411,7 @@ def _morse_load(est, m: dict) -> None:
         raise ValueError('"weights" must be numbers >= 0, at least one of them > 0')
     live = est.weights_ > 0
     cov = est.covariances_[live]
-    _check_covariances(0.5 * (cov + np.swapaxes(cov, 1, 2)))
+    _check_covariances(0.5 * cov + 0.5 * np.swapaxes(cov, 1, 2))
     est.bounds_ = None if _f.get(m, "bounds") is None else _bounds(m, d)
     est.n_features_in_ = d
     est.base_assignment_ = (_f.text(m, "base_assignment", ("likelihood", "nearest"))
@@ -387,9 +424,7 @@ def _morse_load(est, m: dict) -> None:
                    < est.n_clusters_):
         raise ValueError(f"component_labels must lie in [0, {est.n_clusters_}) (one cluster "
                          "label per component)")
-    if est.bounds_ is not None and k0 and (
-            (est.means_ < est.bounds_[:, 0]).any() or (est.means_ > est.bounds_[:, 1]).any()):
-        raise ValueError("means lie outside the model's bounds; the file was edited")
+    check_inside(est.means_, est.bounds_, "means")
     _morse_structure(est, m, d, k0)
     est._restore()
 

@@ -377,6 +377,8 @@ class MorseMerging(ClusterMixin, BaseEstimator):
         )
         if plan is not None:
             self._close_pipeline_plan(plan, fitted, accountant)
+        if bounds is not None:  # post-processing: a base's centre can round an ulp outside
+            means = np.clip(means, bounds[:, 0], bounds[:, 1])
         self.weights_, self.means_, self.covariances_ = weights, means, covs
         self.base_assignment_ = "likelihood" if mixture else "nearest"
         self.bounds_ = bounds
