@@ -14,8 +14,8 @@ the reproducer: :func:`outcome` runs exactly them. A case ends well in one of tw
   inside NumPy, SciPy or scikit-learn), with a message in the user's terms.
 
 Anything else (another exception type, a RuntimeWarning, a model that does not round-trip) is
-a failure; :data:`KNOWN` names failures of bugs being fixed elsewhere, which the CI test marks
-``xfail`` (not strict) instead of failing.
+a failure; :data:`KNOWN` names failures of open bugs, which the CI test marks ``xfail`` (not
+strict) instead of failing.
 """
 
 from __future__ import annotations
@@ -36,12 +36,9 @@ JARGON = ("exponential_mechanism:", "private_quantile", "scores contain", "must 
           "not positive definite", "index out of", "cannot convert float NaN", "ZcdpBlock",
           "PlanPart", "line item")
 
-#: failures of bugs fixed elsewhere: (test on the case's code and the failure, the reason)
-KNOWN = (
-    (lambda code, failure: "select_n_clusters(CoresetKMeans" in code
-     and "ZcdpBlockTakenError" in failure,
-     "select_n_clusters over CoresetKMeans raises ZcdpBlockTakenError after spending"),
-)
+#: failures of known, open bugs: (test on the case's code and the failure, the reason); empty
+#: when every bug the suite has found is fixed
+KNOWN: tuple = ()
 
 
 # ------------------------------------------------------------------------------------ data

@@ -294,3 +294,22 @@ def test_edited_dbscan_grids_and_huge_covariances_are_refused_quietly():
             warnings.simplefilter("error", RuntimeWarning)
             with pytest.raises(ModelFormatError, match="the file was edited|covariances"):
                 io.model_from_dict(d)
+
+
+def test_noisy_centroids_stay_inside_off_centre_bounds():
+    """``mid + half * 1`` rounds one ulp past ``hi`` on these bounds; a centre at the edge of
+    the box (the noisy mean clipped to 1) must still lie inside it, so its file loads."""
+    from privclust.cluster._centres import noisy_centroids
+    from privclust.privacy import Mechanisms, PrivacyReport, resolve_random_state
+
+    lo, hi = -6.4173194493136565, -3.251433784857987
+    assert (lo + hi) / 2 + (hi - lo) / 2 > hi  # the rounding this test is about
+    bounds = np.array([[lo, hi]])
+    source = resolve_random_state(0)
+    mech = Mechanisms(source, PrivacyReport(estimator="t", planned=None,
+                                            random_source=source.description))
+    n = 10**6  # sums past the box, as noise makes them: the noisy mean is clipped to 1
+    sums = np.array([[2 * n * (hi - lo) / 2]])
+    centres, _, _ = noisy_centroids(mech, [n], sums, np.array([[lo]]), bounds, 100.0,
+                                    label="edge")
+    assert centres[0, 0] <= hi

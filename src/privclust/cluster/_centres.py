@@ -167,7 +167,9 @@ def noisy_centroids(mech: Mechanisms, counts, sums, fallback, bounds, epsilon: f
     )
     ok = n_hat >= 1
     mean = np.clip(s_hat / np.maximum(n_hat, 1)[:, None], -1.0, 1.0)
-    centres = np.where(ok[:, None], mid + half * mean, np.asarray(fallback, dtype=float))
+    # mid + half * 1 can round one ulp past hi when the bounds are off-centre: clip it back
+    inside = np.clip(mid + half * mean, lo, hi)
+    centres = np.where(ok[:, None], inside, np.asarray(fallback, dtype=float))
     return centres, n_hat, s_hat
 
 
