@@ -36,7 +36,14 @@ from ._coreset.combine import (
     supported,
 )
 from ._coreset.refine import COUNT_SHARE, ball_step, centre_variance, corrected_nearest
-from ._coreset.select import candidate_ks, fit_centres, silhouette_sum, ward_merge
+from ._coreset.select import (
+    candidate_centres,
+    candidate_ks,
+    fit_centres,
+    poisson_sample,
+    silhouette_sums,
+    ward_merge,
+)
 from ._coreset.tree import Grid, Space, depth_for_k, grow, leaf_summary, level_budgets
 
 __all__ = ["CoresetKMeans"]
@@ -83,6 +90,9 @@ WIDE_RADIUS_QUANTILE = 0.95
 WIDE_RADIUS_MARGIN = 1.1
 #: Restarts of the weighted k-means on the coreset (post-processing).
 N_INIT = 3
+#: The choice of k scores the records of a Poisson sample of rate ``SCORE_SAMPLE / n_hat``
+#: (public: a constant and the released record count; every record when that is 1 or more).
+SCORE_SAMPLE = 10000
 #: Share of the refinement's budget for the step at the coreset's resolution (one cluster per
 #: coreset point), before k is chosen; the rest goes to the ``n_lloyd`` steps at k.
 OVER_SHARE = 0.5
@@ -666,13 +676,15 @@ class CoresetKMeans(PrivateClusterMixin):
             centre = np.average(P, axis=0, weights=w)[None] if m else box.mean(axis=1)[None]
             return 1, centre, []
         ks = candidate_ks(k_max)
-        seeds = gen.integers(0, 2**31 - 1, size=len(ks))  # public randomness
-        cands = [fit_centres(P, w, k, int(s), N_INIT) for k, s in zip(ks, seeds, strict=True)]
-        scores = np.array([silhouette_sum(Z, c) for c in cands])
+        cands = candidate_centres(P, w, ks, int(gen.integers(0, 2**31 - 1)), N_INIT)
+        rate = min(1.0, SCORE_SAMPLE / max(n_hat, 1))  # public: the released record count
+        sample = Z[poisson_sample(Z.shape[0], rate, gen)] if rate < 1.0 else Z
+        scores = silhouette_sums(sample, cands)
         i = int(mech.select(scores, 1.0, mech.plan.item(_ITEM_SELECT).epsilon,
                             target=f"the number of clusters, one of {len(ks)} candidates",
-                            note="score: the records' simplified silhouette against each "
-                            "candidate's centres (public, from the coreset): sensitivity 1",
+                            note="score: the simplified silhouette of the records of a Poisson "
+                            f"sample of public rate {rate:.4g} against each candidate's centres "
+                            "(public, from the coreset): sensitivity 1",
                             item=_ITEM_SELECT, monotone=True))
         return ks[i], cands[i], ks
 
