@@ -152,7 +152,7 @@ def test_candidates_and_score():
 
 def test_the_choice_scores_a_poisson_sample_of_public_rate(blobs, monkeypatch):
     X, _ = blobs
-    monkeypatch.setattr(coreset_module, "SCORE_SAMPLE", 2000)
+    monkeypatch.setattr(coreset_module, "SCORE_SAMPLE", 36.0)  # about a fifth of the records
     seen = []
 
     def spy(Y, candidates):
@@ -161,10 +161,11 @@ def test_the_choice_scores_a_poisson_sample_of_public_rate(blobs, monkeypatch):
 
     monkeypatch.setattr(coreset_module, "silhouette_sums", spy)
     model = _fit(X)
-    rate = 2000 / model.n_hat_
-    assert len(seen) == 1 and abs(seen[0] - rate * X.shape[0]) < 4 * np.sqrt(rate * X.shape[0])
     line = next(r for r in model.privacy_report_.releases if r.target.startswith(
         "the number of clusters"))
+    rate = 36.0 / (line.epsilon * model.n_hat_)  # public: the choice's epsilon, n_hat
+    assert 0.1 < rate < 0.3
+    assert len(seen) == 1 and abs(seen[0] - rate * X.shape[0]) < 4 * np.sqrt(rate * X.shape[0])
     assert f"Poisson sample of public rate {rate:.4g}" in line.note
     assert model.n_clusters_ == 6
 
@@ -242,7 +243,7 @@ def _check_all(make, X, bounds):
                                   "wide, sampled score"])
 def test_decides_from_releases_only(case, monkeypatch):
     if "sampled" in case:  # the choice of k scores a Poisson sample of about 300 records
-        monkeypatch.setattr(coreset_module, "SCORE_SAMPLE", 300)
+        monkeypatch.setattr(coreset_module, "SCORE_SAMPLE", 9.0)
     d = {"projected": 12, "wide": 52, "wide, sampled score": 52}.get(case, 2)
     X, _ = make_blobs(1500, d, centers=3, cluster_std=0.4, center_box=(-2, 2),
                       random_state=4)

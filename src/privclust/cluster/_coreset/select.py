@@ -16,6 +16,16 @@ many there are, and releases only its index. Each term is a function of the reco
 alone (distances from a k-d tree, computed per record), rounded down to a multiple of ``2**-16`` and
 added as integers, so the sums are exact and independent of the records' order.
 
+The choice scores a **Poisson sample** of the records (:func:`poisson_sample`: each record in it
+with a public probability, by one public uniform draw of its own, independent of the other
+records): the score is a sum over the records of the sample, each term still in ``[0, 1]``, so
+adding or removing a record still moves every score by at most 1, in the same direction (the
+sampling would also amplify privacy; no amplification is claimed). The candidates are fitted by
+:func:`candidate_centres`: one greedy k-means++ seeding per restart up to the largest k, whose
+prefixes seed every smaller k, then Lloyd's iterations on the weighted points (NumPy), instead of
+one scikit-learn ``KMeans`` per k (measured: 52 candidates on 338 points took 4.9 s on one
+thread, 0.1 s now).
+
 Why not a criterion on the coreset itself: its points are cells of the tree, coarser than the
 clusters' own spread. Measured: without the cells' spread, the weighted silhouette, BIC and
 Calinski-Harabasz on the coreset grew until k reached the number of points (Synth-10d); with
