@@ -13,7 +13,15 @@ from sklearn.metrics import adjusted_rand_score
 
 from _replay import ReplayMismatch, check_neighbour, neighbours
 from privclust import Accountant, Budget, BudgetExceededError, CoresetKMeans, cli, io
-from privclust.cluster._coreset.select import candidate_ks, silhouette_sum, ward_merge
+from privclust.cluster import coreset as coreset_module
+from privclust.cluster._coreset.select import (
+    candidate_centres,
+    candidate_ks,
+    poisson_sample,
+    silhouette_sum,
+    silhouette_sums,
+    ward_merge,
+)
 from privclust.cluster._coreset.tree import Grid, depth_for_k, leaf_capacity, leaf_summary
 from privclust.privacy import DELTA_CAP
 
@@ -142,6 +150,49 @@ def test_candidates_and_score():
     assert 0 <= more - base <= 1 and base == pytest.approx(2 + 8 / 9, abs=1e-4)
 
 
+def test_the_choice_scores_a_poisson_sample_of_public_rate(blobs, monkeypatch):
+    X, _ = blobs
+    monkeypatch.setattr(coreset_module, "SCORE_SAMPLE", 36.0)  # about a fifth of the records
+    seen = []
+
+    def spy(Y, candidates):
+        seen.append(Y.shape[0])
+        return silhouette_sums(Y, candidates)
+
+    monkeypatch.setattr(coreset_module, "silhouette_sums", spy)
+    model = _fit(X)
+    line = next(r for r in model.privacy_report_.releases if r.target.startswith(
+        "the number of clusters"))
+    rate = 36.0 / (line.epsilon * model.n_hat_)  # public: the choice's epsilon, n_hat
+    assert 0.1 < rate < 0.3
+    assert len(seen) == 1 and abs(seen[0] - rate * X.shape[0]) < 4 * np.sqrt(rate * X.shape[0])
+    assert f"Poisson sample of public rate {rate:.4g}" in line.note
+    assert model.n_clusters_ == 6
+
+
+def test_a_poisson_sample_keeps_each_records_draw():
+    a = poisson_sample(1000, 0.3, np.random.default_rng(3))
+    b = poisson_sample(1001, 0.3, np.random.default_rng(3))  # one record more, at the end
+    np.testing.assert_array_equal(a, b[:1000])
+    assert 250 < a.sum() < 350
+    gen = np.random.default_rng(3)
+    assert poisson_sample(50, 1.0, gen).all() and gen.random() == np.random.default_rng(
+        3).random()  # every record: no draw
+
+
+def test_candidate_centres_find_separated_groups():
+    rng = np.random.default_rng(0)
+    means = np.array([[0.0, 0.0], [10.0, 0.0], [0.0, 10.0], [10.0, 10.0], [5.0, 20.0]])
+    P = np.repeat(means, 8, axis=0) + rng.normal(scale=0.3, size=(40, 2))
+    w = rng.uniform(5, 50, size=40)
+    cands = candidate_centres(P, w, [2, 3, 5, 8, 40, 60], seed=1, n_init=3)
+    assert [c.shape[0] for c in cands] == [2, 3, 5, 8, 40, 40]  # at most the points
+    found = np.sort(np.round(cands[2]).astype(int), axis=0)
+    np.testing.assert_array_equal(found, np.sort(means.astype(int), axis=0))
+    again = candidate_centres(P, w, [2, 3, 5, 8, 40, 60], seed=1, n_init=3)
+    assert all(np.array_equal(x, y) for x, y in zip(cands, again, strict=True))
+
+
 # ---------------------------------------------------------------------- the plan
 class _Untouchable:
     shape = (3000, 4)
@@ -188,9 +239,12 @@ def _check_all(make, X, bounds):
 
 
 @pytest.mark.parametrize("case", ["public", "private", "pure", "k given", "projected",
-                                  "wide", "k given, fewer levels"])
-def test_decides_from_releases_only(case):
-    d = {"projected": 12, "wide": 52}.get(case, 2)
+                                  "wide", "k given, fewer levels", "sampled score",
+                                  "wide, sampled score"])
+def test_decides_from_releases_only(case, monkeypatch):
+    if "sampled" in case:  # the choice of k scores a Poisson sample of about 300 records
+        monkeypatch.setattr(coreset_module, "SCORE_SAMPLE", 9.0)
+    d = {"projected": 12, "wide": 52, "wide, sampled score": 52}.get(case, 2)
     X, _ = make_blobs(1500, d, centers=3, cluster_std=0.4, center_box=(-2, 2),
                       random_state=4)
     X = np.clip(X, -3, 3)

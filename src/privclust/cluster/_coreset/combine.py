@@ -42,12 +42,12 @@ def support_floor(eps_step) -> float:
     return SUPPORT_SCALES / (COUNT_SHARE * eps_step)
 
 
-def supported(sizes, eps_step, at_least: int = 1) -> np.ndarray:
+def supported(sizes, eps_step, at_least: int = 1, scales: float = SUPPORT_SCALES) -> np.ndarray:
     """Which clusters a step's noisy sizes support (post-processing): a noisy size of at
-    least ``SUPPORT_SCALES`` noise scales of the step's count; when fewer, the ``at_least``
+    least ``scales`` noise scales of the step's count; when fewer, the ``at_least``
     largest (ties: the first)."""
     sizes = np.asarray(sizes)
-    keep = sizes >= support_floor(eps_step)
+    keep = sizes >= scales / (COUNT_SHARE * eps_step)
     if keep.sum() < min(at_least, sizes.size):
         keep = np.zeros(sizes.size, dtype=bool)
         keep[np.argsort(-sizes, kind="stable")[:at_least]] = True

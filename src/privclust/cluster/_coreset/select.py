@@ -16,6 +16,16 @@ many there are, and releases only its index. Each term is a function of the reco
 alone (distances from a k-d tree, computed per record), rounded down to a multiple of ``2**-16`` and
 added as integers, so the sums are exact and independent of the records' order.
 
+The choice scores a **Poisson sample** of the records (:func:`poisson_sample`: each record in it
+with a public probability, by one public uniform draw of its own, independent of the other
+records): the score is a sum over the records of the sample, each term still in ``[0, 1]``, so
+adding or removing a record still moves every score by at most 1, in the same direction (the
+sampling would also amplify privacy; no amplification is claimed). The candidates are fitted by
+:func:`candidate_centres`: one greedy k-means++ seeding per restart up to the largest k, whose
+prefixes seed every smaller k, then Lloyd's iterations on the weighted points (NumPy), instead of
+one scikit-learn ``KMeans`` per k (measured: 52 candidates on 338 points took 4.9 s on one
+thread, 0.1 s now).
+
 Why not a criterion on the coreset itself: its points are cells of the tree, coarser than the
 clusters' own spread. Measured: without the cells' spread, the weighted silhouette, BIC and
 Calinski-Harabasz on the coreset grew until k reached the number of points (Synth-10d); with
@@ -26,10 +36,14 @@ embedding's 10 classes, where the records' silhouette chooses 10.
 from __future__ import annotations
 
 import numpy as np
+from scipy.sparse import csr_matrix
 from scipy.spatial import cKDTree
 from sklearn.cluster import KMeans
 
-__all__ = ["SCORE_UNITS", "candidate_ks", "fit_centres", "silhouette_sum", "ward_merge"]
+from ..._parallel import on_cores
+
+__all__ = ["SCORE_UNITS", "candidate_centres", "candidate_ks", "fit_centres", "poisson_sample",
+           "silhouette_sum", "silhouette_sums", "ward_merge"]
 
 #: Terms are rounded down to multiples of ``1 / SCORE_UNITS`` and added as integers.
 SCORE_UNITS = 1 << 16
@@ -37,6 +51,8 @@ SCORE_UNITS = 1 << 16
 DENSE_UP_TO = 16
 K_RATIO = 1.08
 _ROWS = 1 << 16
+#: :func:`candidate_centres`: Lloyd iterations at most per candidate and restart.
+CANDIDATE_MAX_ITER = 100
 
 
 def candidate_ks(k_max: int) -> list[int]:
@@ -62,6 +78,94 @@ def fit_centres(points, weights, k: int, seed: int, n_init: int) -> np.ndarray:
     return km.fit(points, sample_weight=weights).cluster_centers_
 
 
+def _nearest(P, C) -> np.ndarray:
+    """The nearest centre of ``C`` to every point of ``P`` (post-processing: both public)."""
+    return np.argmin(np.einsum("ij,ij->i", C, C)[None, :] - 2.0 * (P @ C.T), axis=1)
+
+
+def _draw(cum, u) -> np.ndarray:
+    """Indices drawn in proportion to the increments of each row's cumulative sums ``cum``
+    (rows, m) at the uniforms ``u`` (rows, draws)."""
+    m = cum.shape[1]
+    idx = np.stack([np.searchsorted(c, x * c[-1]) for c, x in zip(cum, u, strict=True)])
+    return np.minimum(idx, m - 1)
+
+
+def _seedings(P, w, k, n_init, rng) -> tuple[np.ndarray, np.ndarray]:
+    """``n_init`` greedy k-means++ seedings (Arthur and Vassilvitskii 2007; ``2 + ln k`` trials
+    per centre, the best kept, as scikit-learn does) of ``k`` of the weighted points, side by
+    side. Each prefix is the seeding of its own length, so one run seeds every candidate k.
+    Returns ``(indices into P (n_init, k), weighted cost of every prefix (n_init, k))``."""
+    rows = np.arange(n_init)
+    trials = 2 + int(np.log(k))
+    chosen = np.zeros((n_init, k), dtype=np.int64)
+    costs = np.zeros((n_init, k))
+    chosen[:, 0] = _draw(np.tile(np.cumsum(w), (n_init, 1)), rng.random((n_init, 1)))[:, 0]
+    best = ((P[None, :, :] - P[chosen[:, 0]][:, None, :]) ** 2).sum(axis=2)
+    costs[:, 0] = (best * w).sum(axis=1)
+    for j in range(1, k):
+        pot = best * w
+        cand = _draw(np.cumsum(pot, axis=1), rng.random((n_init, trials)))
+        d2 = ((P[None, None, :, :] - P[cand][:, :, None, :]) ** 2).sum(axis=3)
+        new = np.minimum(best[:, None, :], d2)
+        cost = (new * w).sum(axis=2)
+        i = np.argmin(cost, axis=1)
+        chosen[:, j] = cand[rows, i]
+        costs[:, j] = cost[rows, i]
+        best = new[rows, i]
+    return chosen, costs
+
+
+def _lloyd(P, w, C) -> np.ndarray:
+    """Weighted Lloyd iterations from centres ``C`` until the assignment stops changing (at
+    most ``CANDIDATE_MAX_ITER``); a centre that loses every point stays where it is."""
+    k, m = C.shape[0], P.shape[0]
+    labels = None
+    for _ in range(CANDIDATE_MAX_ITER):
+        new = _nearest(P, C)
+        if labels is not None and np.array_equal(new, labels):
+            break
+        labels = new
+        member = csr_matrix((w, (labels, np.arange(m))), shape=(k, m))
+        mass = np.asarray(member.sum(axis=1)).ravel()
+        C = np.where((mass > 0)[:, None], (member @ P) / np.maximum(mass, 1e-300)[:, None], C)
+    return C
+
+
+def candidate_centres(points, weights, ks, seed: int, n_init: int) -> list[np.ndarray]:
+    """One set of centres per k of ``ks`` by weighted k-means on the coreset (post-processing of
+    released points and weights; ``seed`` public): ``n_init`` greedy k-means++ seedings to the
+    largest k; each k starts Lloyd's iterations from the prefix of least weighted cost among
+    them. With at most k points, the points themselves (then fewer than k centres). One seeding
+    serves every k, so the cost grows with the largest k, not with the sum of the ks."""
+    P = np.asarray(points, dtype=np.float64)
+    w = np.asarray(weights, dtype=np.float64)
+    m = P.shape[0]
+    rng = np.random.default_rng(seed)
+    top = min(max(ks), m)
+    if m and top >= 1:
+        order, costs = _seedings(P, w, top, n_init, rng)
+    out = []
+    for k in ks:
+        if m <= k:
+            out.append(P.copy())
+            continue
+        best = order[int(np.argmin(costs[:, k - 1]))]
+        out.append(_lloyd(P, w, P[best[:k]]))
+    return out
+
+
+def poisson_sample(n: int, rate: float, generator) -> np.ndarray:
+    """Which of ``n`` records a Poisson sample of ``rate`` holds: one public uniform draw per
+    record, in the records' order (a record's inclusion is independent of every other record;
+    a record added at the end brings its own draw and leaves the others' unchanged). Public
+    randomness, not noise: a score summed over the sample still moves by at most one term when a
+    record is added or removed. ``rate >= 1``: every record, no draw."""
+    if rate >= 1.0:
+        return np.ones(n, dtype=bool)
+    return generator.random(n) < rate
+
+
 def silhouette_sum(Y, centres) -> float:
     """``sum_x s(x)`` over the rows of ``Y`` against ``centres`` (module docstring), each term
     rounded down to a multiple of ``1 / SCORE_UNITS`` and added exactly: one record changes it
@@ -79,6 +183,18 @@ def silhouette_sum(Y, centres) -> float:
         s = np.clip(s, 0.0, 1.0)
         total += int(np.floor(s * SCORE_UNITS).astype(np.int64).sum())
     return total / SCORE_UNITS
+
+
+def silhouette_sums(Y, candidates) -> np.ndarray:
+    """:func:`silhouette_sum` of ``Y`` against every candidate's centres, the candidates shared
+    among the cores (each sum is exact: the same whichever thread computes it)."""
+    scores = np.zeros(len(candidates))
+
+    def one(i):
+        scores[i] = silhouette_sum(Y, candidates[i])
+
+    on_cores(one, range(len(candidates)))
+    return scores
 
 
 def ward_merge(centres, sizes, k: int, var=None):

@@ -1,0 +1,99 @@
+"""The default estimator without k beside itself given k: fit time, ARI and clusters found.
+
+    python benchmarks/no_k_speed.py                          # every set, epsilon 1 and 0.25
+    python benchmarks/no_k_speed.py --sets gen_many80_2d blobs_100k_2d --epsilons 1 --seeds 3
+
+For each set and epsilon, ``CoresetKMeans(epsilon=e, bounds="private", random_state=s)`` without
+``n_clusters`` ("no k") and with the true number of classes ("given k"), seeds ``0 .. seeds-1``.
+Cells: mean ARI, median number of clusters found, median fit time (seconds); the last column is
+the ratio of the median fit times (no k over given k). The target: at most 2 on every set of
+50,000 records or more.
+
+Sets: ``gen_many80_2d``, ``gen_spiral60_2d``, ``gen_unequal10_5d``, ``dpm_synth_10d``,
+``mnist_emb40`` (``privclust.datasets.load``), Synth-100d (``privclust.datasets.synth_100d``),
+and generated mixtures (``make_blobs``, ``random_state=0``): ``blobs_100k_2d`` (100,000 x 2,
+100 centres), ``blobs_200k_20d`` (200,000 x 20, 32 centres), ``blobs_50k_6d`` (50,000 x 6, 12
+centres). ``--sets`` also takes smaller sets of Gagolewski's battery (``SMALL``). Sets absent
+from the data folder are skipped with a printed line; a fit refused up front (too few records
+for the budget) prints "refused".
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+import warnings
+
+import numpy as np
+from sklearn.datasets import make_blobs
+
+from privclust import CoresetKMeans, datasets
+from privclust.datasets import DatasetNotFoundError
+from privclust.metrics import ari
+
+SETS = ["gen_many80_2d", "gen_spiral60_2d", "gen_unequal10_5d", "dpm_synth_10d", "mnist_emb40",
+        "synth_100d", "blobs_100k_2d", "blobs_200k_20d", "blobs_50k_6d"]
+#: smaller sets of Gagolewski's battery (``--sets``), where the choice of k collapsed to 2
+SMALL = ["sipu_a1", "sipu_a2", "sipu_s2", "sipu_s4", "other_hdbscan", "wut_graph",
+         "fcps_engytime"]
+#: generated mixtures: (n, d, centres, cluster_std, centre box half-width)
+BLOBS = {"blobs_100k_2d": (100_000, 2, 100, 1.0, 100.0),
+         "blobs_200k_20d": (200_000, 20, 32, 3.0, 100.0),
+         "blobs_50k_6d": (50_000, 6, 12, 2.0, 50.0)}
+
+
+def _load(name):
+    if name in BLOBS:
+        n, d, k, std, box = BLOBS[name]
+        X, y = make_blobs(n, d, centers=k, cluster_std=std, center_box=(-box, box),
+                          random_state=0)
+        return X, y
+    data = datasets.synth_100d() if name == "synth_100d" else datasets.load(name)
+    return data.X, data.y
+
+
+def _runs(X, y, k, epsilon, seeds):
+    out = []
+    for seed in range(seeds):
+        model = CoresetKMeans(k, epsilon=epsilon, bounds="private", random_state=seed)
+        t0 = time.perf_counter()
+        model.fit(X)
+        took = time.perf_counter() - t0
+        out.append((ari(y, model.labels_), model.n_clusters_, took))
+    a, kk, t = zip(*out, strict=True)
+    return float(np.mean(a)), statistics.median(kk), statistics.median(t)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--seeds", type=int, default=3, help="seeds per cell (default 3)")
+    p.add_argument("--epsilons", type=float, nargs="+", default=[1.0, 0.25])
+    p.add_argument("--sets", nargs="+", default=SETS, choices=SETS + SMALL)
+    args = p.parse_args(argv)
+    print("| set (n x d, k) | epsilon | no k: ARI / clusters / time | given k: ARI / time | "
+          "time ratio |")
+    print("|---|---|---|---|---|")
+    for name in args.sets:
+        try:
+            X, y = _load(name)
+        except (DatasetNotFoundError, FileNotFoundError, OSError) as exc:
+            print(f"(skipping {name}: {exc})", file=sys.stderr)
+            continue
+        k = int(np.unique(y[y >= 0]).size)
+        for eps in args.epsilons:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                try:
+                    a0, k0, t0 = _runs(X, y, None, eps, args.seeds)
+                    a1, _, t1 = _runs(X, y, k, eps, args.seeds)
+                except ValueError as exc:  # refused up front
+                    print(f"| {name} | {eps:g} | refused: {str(exc)[:60]} | | |")
+                    continue
+            print(f"| {name} ({X.shape[0]:,} x {X.shape[1]}, {k}) | {eps:g} | {a0:.3f} / {k0:g} / "
+                  f"{t0:.2f} s | {a1:.3f} / {t1:.2f} s | {t0 / t1:.2f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
