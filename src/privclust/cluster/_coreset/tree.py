@@ -136,6 +136,7 @@ def grow(engine, mech, grid, items, budgets, retry, step):
         eps = budgets[level - 1]
         rkeys, rvals = _release(*args, eps, level, items[level - 1])
         step()
+        at = level  # the level released (a retry releases it again, then the tree stops)
         if rkeys.size == 0 and level < len(items):
             eps = mech.plan.move_unspent(items[level:], retry, f"the tree stopped at level "
                                          f"{level}: released again with the budget of the "
@@ -147,7 +148,7 @@ def grow(engine, mech, grid, items, budgets, retry, step):
         parent = rkeys >> p
         children = 2 * survivors[parent] + ((rkeys[:, None] >> blk) & 1)
         floor = significance_floor(eps, p)
-        out.append((children, np.asarray(rvals, dtype=np.int64), parent, floor, level))
+        out.append((children, np.asarray(rvals, dtype=np.int64), parent, floor, at))
         survivors = children
         if level < len(items) and survivors.shape[0] * (1 << p) >= 2**62:
             mech.plan.move_unspent(items[level:], retry, "flat cell keys would overflow")
