@@ -119,17 +119,22 @@ class ShiftedGrid:
     """The public geometry of the tree over ``box`` ((d, 2)), shifted by ``shift`` ((d,)):
     the root cell (level 0) is ``[lo - shift, lo - shift + 2W)`` (``W`` the box's widths) and
     holds the whole box; level ``l`` halves the widths of the dimensions of its block
-    (:meth:`block`; every dimension when ``d <= MAX_SPLIT_DIMS``). Cell ``c`` of level ``l``
-    is ``[origin + c w_l, origin + (c + 1) w_l)``."""
+    (:meth:`block`; every dimension when ``d <= MAX_SPLIT_DIMS``), level 1 ``first`` times
+    (a tree that starts below the coarsest levels). Cell ``c`` of level ``l`` is
+    ``[origin + c w_l, origin + (c + 1) w_l)``."""
 
-    def __init__(self, box: np.ndarray, shift: np.ndarray):
+    def __init__(self, box: np.ndarray, shift: np.ndarray, first: int = 1):
         d = box.shape[0]
         self.box = box
+        self.first = int(first)
         self.origin = box[:, 0] - shift
         self.root_width = 2.0 * (box[:, 1] - box[:, 0])
         n_blocks = math.ceil(d / MAX_SPLIT_DIMS)
         size = math.ceil(d / n_blocks)
         self.blocks = [np.arange(j, min(j + size, d)) for j in range(0, d, size)]
+        if self.first > 1 and len(self.blocks) > 1:
+            raise ValueError("a grid whose first level halves more than once needs at most "
+                             f"{MAX_SPLIT_DIMS} dimensions")
 
     @property
     def d(self) -> int:
@@ -139,8 +144,15 @@ class ShiftedGrid:
         """The dimensions halved at ``level`` (wide boxes halve theirs in blocks)."""
         return self.blocks[(level - 1) % len(self.blocks)]
 
+    def steps(self, level: int) -> int:
+        """How many times the dimensions of :meth:`block` are halved from ``level - 1`` to
+        ``level``: ``first`` at level 1 (a coarse top skipped), 1 below."""
+        return self.first if level == 1 else 1
+
     def halvings(self, level: int) -> np.ndarray:
         """How many times each dimension has been halved at ``level``."""
+        if self.first > 1 and level >= 1:
+            return np.full(self.d, int(level) + self.first - 1, dtype=np.int64)
         h = np.zeros(self.d, dtype=np.int64)
         full, rest = divmod(int(level), len(self.blocks))
         h += full
@@ -202,7 +214,8 @@ class CellWalk:
 
     def __init__(self, engine, grid: ShiftedGrid, keep: int = 0):
         self.engine, self.grid, self.keep = engine, grid, keep
-        self.split = hasattr(engine, "split_cells") and grid.root_holds_the_box()
+        self.split = hasattr(engine, "split_cells") and grid.root_holds_the_box() and \
+            grid.first == 1
         self.groups = engine.root() if self.split else None
         self.rows = np.zeros((1, grid.d), dtype=np.int64)  # the root
         self.recent: dict = {}
@@ -210,7 +223,8 @@ class CellWalk:
     def next(self, level: int):
         """``(parent, bits, counts)`` of every non-empty cell of ``level``: the index of its
         parent among the cells of the level above (-1: outside the root), its halves along
-        the level's block (bit ``i`` for the block's ``i``-th dimension) and its exact count."""
+        the level's block (bits ``i h`` to ``i h + h - 1`` for the block's ``i``-th dimension,
+        ``h`` = :meth:`ShiftedGrid.steps`) and its exact count."""
         grid = self.grid
         blk, width = grid.block(level), grid.width(level)
         if self.split:
@@ -219,10 +233,12 @@ class CellWalk:
             state = self.groups
         else:
             cells, counts = self.engine.cell_counts(grid.origin, width)
+            h = grid.steps(level)
             up = cells.copy()
-            up[:, blk] >>= 1
+            up[:, blk] >>= h
             parent = lookup_rows(self.rows, up)
-            bits = ((cells[:, blk] & 1) << np.arange(blk.size, dtype=np.int64)).sum(axis=1)
+            low = cells[:, blk] & ((1 << h) - 1)
+            bits = (low << (h * np.arange(blk.size, dtype=np.int64))).sum(axis=1)
             self.rows = state = cells
         self.recent[level] = (state, counts)
         self.recent.pop(level - self.keep, None)
@@ -279,15 +295,19 @@ class Level(NamedTuple):
 
 
 def grow(engine, mech, grid, items, retry, step, *, budgets=None, wording=Wording(),
-         walk=None, leave_unneeded_retry=False) -> list[Level]:
+         walk=None, leave_unneeded_retry=False, stop=None) -> list[Level]:
     """Release the tree level by level, ``items[l]`` at its line item's epsilon (read when the
     level is released: budget may have moved to it). A level that releases no cell is released
     once more with the budget of every level below it (the ``retry`` item); then the tree
     stops. ``budgets``: the epsilon of every level, when the caller holds them (they are its
     line items'). ``walk``: the :class:`CellWalk` to read the levels from (a new one by default).
     ``leave_unneeded_retry``: a tree that releases nothing at its first level, with no level
-    below to retry with, states the unused retry item in the report. Returns the
-    :class:`Level` of every level released."""
+    below to retry with, states the unused retry item in the report. ``stop(level, noisy
+    counts, epsilon, children per cell)``: called on every level released with levels below
+    it; when it returns a reason (decided from the release alone), that level is released
+    again with the budget of the levels below, as a level without cells is, and the tree
+    stops there. Returns the
+    :class:`Level` of every level released (a level released twice: its second release)."""
     plan = mech.plan
     walk = CellWalk(engine, grid) if walk is None else walk
     survivors = np.zeros((1, grid.d), dtype=np.int64)  # the root: public, holds every record
@@ -296,34 +316,42 @@ def grow(engine, mech, grid, items, retry, step, *, budgets=None, wording=Wordin
     level = 0
     while level < len(items):
         level += 1
-        at, blk = level, grid.block(level)
+        at, blk, h = level, grid.block(level), grid.steps(level)
+        b = blk.size * h  # bits of a child's place in its parent
         parent, bits, counts = walk.next(level)
         # a cell's key in the level's universe: rank(parent) * 2^b + its halves (level_keys)
         up = np.where(parent >= 0, rank[np.maximum(parent, 0)], -1)
         inside = up >= 0
-        keys = np.where(inside, (up << blk.size) | bits, -1)
-        args = (mech, survivors.shape[0], blk.size, keys[inside], counts[inside])
+        keys = np.where(inside, (up << b) | bits, -1)
+        args = (mech, survivors.shape[0], b, keys[inside], counts[inside])
         eps = plan.item(items[level - 1]).epsilon if budgets is None else budgets[level - 1]
         rkeys, rvals = release_level(*args, eps, wording.where.format(level=level),
                                      items[level - 1], wording.noun)
         step()
-        if rkeys.size == 0 and level < len(items):
-            eps = plan.move_unspent(items[level:], retry, wording.stopped.format(level=level))
+        reason = None
+        if level < len(items):
+            if rkeys.size == 0:
+                reason = wording.stopped.format(level=level)
+            elif stop is not None:
+                reason = stop(level, rvals, eps, 1 << b)
+        if reason:
+            eps = plan.move_unspent(items[level:], retry, reason)
             rkeys, rvals = release_level(*args, eps, wording.again.format(level=level), retry,
                                          wording.noun)
             level = len(items)
         if rkeys.size == 0:
             break
-        children = survivors[rkeys >> blk.size].copy()
-        child_bits = (rkeys[:, None] >> np.arange(blk.size, dtype=np.int64)) & 1
-        children[:, blk] = 2 * children[:, blk] + child_bits
-        out.append(Level(children, np.asarray(rvals, dtype=np.int64), rkeys >> blk.size,
-                         significance_floor(eps, 1 << blk.size), at, eps))
+        children = survivors[rkeys >> b].copy()
+        child_bits = (rkeys[:, None] >> (h * np.arange(blk.size, dtype=np.int64))) & (
+            (1 << h) - 1)
+        children[:, blk] = (children[:, blk] << h) + child_bits
+        out.append(Level(children, np.asarray(rvals, dtype=np.int64), rkeys >> b,
+                         significance_floor(eps, 1 << b), at, eps))
         survivors = children
         pos = np.minimum(np.searchsorted(rkeys, keys), rkeys.size - 1)
         rank = np.where(inside & (rkeys[pos] == keys), pos, -1)
         if level < len(items) and \
-                survivors.shape[0] * (1 << grid.block(level + 1).size) >= 2**62:
+                survivors.shape[0] * (1 << grid.block(level + 1).size) >= 2**62:  # steps 1
             plan.move_unspent(items[level:], retry, "flat cell keys would overflow")
             plan.leave_unspent(retry, "the tree is too wide to grow further")
             break
