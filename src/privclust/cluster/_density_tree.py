@@ -233,12 +233,14 @@ def labels_from_cells(X: np.ndarray, origin: np.ndarray, widths: list, cells: li
     labelled (``cells[i]``, ``labels[i]``: the labelled cells of the level of width
     ``widths[i]``); -1 where no level labels it."""
     out = np.full(X.shape[0], -1, dtype=np.int64)
-    for width, c, lab in zip(widths, cells, labels, strict=True):
-        if c.shape[0] == 0:
-            continue
-        pos = lookup_rows(c, cell_of(X, origin, width))
+    todo = np.arange(X.shape[0])
+    for width, c, lab in zip(widths[::-1], cells[::-1], labels[::-1], strict=True):
+        if c.shape[0] == 0 or todo.size == 0:
+            continue  # finest level first: a record is looked up until a level labels it
+        pos = lookup_rows(c, cell_of(X[todo], origin, width))
         hit = pos >= 0
-        out[hit] = lab[pos[hit]]  # finer levels come later and overwrite
+        out[todo[hit]] = lab[pos[hit]]
+        todo = todo[~hit]
     return out
 
 
