@@ -24,6 +24,7 @@ from sklearn.datasets import make_blobs, make_moons  # noqa: E402
 
 from privclust import (  # noqa: E402
     DPDBSCAN,
+    DPHDBSCAN,
     DPM,
     DPGaussianMixture,
     DPLloyd,
@@ -34,6 +35,7 @@ from privclust import (  # noqa: E402
 from privclust.viz import (  # noqa: E402
     plot_clusters,
     plot_dendrogram,
+    plot_density_clusters,
     plot_morse_density,
     plot_spans,
     plot_split_tree,
@@ -81,6 +83,16 @@ def fig_dbscan(out: Path = OUT) -> Path:
     plot_spans(model, X=X, ax=ax)
     ax.set_title(f"DPDBSCAN, epsilon = 1, eps = 0.1: {model.n_clusters_} spans")
     return _save(fig, out, "dbscan.png")
+
+
+def fig_hdbscan(out: Path = OUT) -> Path:
+    """DPHDBSCAN on two moons: the dense released cells of every level, by cluster."""
+    X, _ = make_moons(10_000, noise=0.06, random_state=0)
+    model = DPHDBSCAN(epsilon=1.0, bounds=MOON_BOUNDS, random_state=0).fit(X)
+    fig, ax = plt.subplots(figsize=(6.5, 5))
+    plot_density_clusters(model, X=X, ax=ax)
+    ax.set_title(f"DPHDBSCAN, epsilon = 1, no radius: {model.n_clusters_} clusters")
+    return _save(fig, out, "hdbscan.png")
 
 
 def fig_kmeans(out: Path = OUT) -> Path:
@@ -188,8 +200,8 @@ def fig_planner(out: Path = OUT) -> Path:
     return _save(fig, out, "planner.png")
 
 
-FIGURES = (fig_dpm, fig_dbscan, fig_kmeans, fig_mixture, fig_morse, fig_hst, fig_lsh, fig_emmc,
-           fig_dpcube, fig_planner)
+FIGURES = (fig_dpm, fig_dbscan, fig_hdbscan, fig_kmeans, fig_mixture, fig_morse, fig_hst,
+           fig_lsh, fig_emmc, fig_dpcube, fig_planner)
 
 
 def make_all(out: Path = OUT) -> list[Path]:

@@ -23,8 +23,8 @@ import privclust.cluster.dpcube as dpcube
 import privclust.privacy.mechanisms as mechanisms
 from _bad_input import BAD_BOUNDS_AND_DATA, BAD_EPSILON_AND_K, assert_clear_error
 from _draws import DrawRecorder, true_spend
+from privclust.cluster._shifted_tree import ShiftedGrid, level_keys
 from privclust.cluster.dpcube import DPCube
-from privclust.cluster.hst import level_keys
 from privclust.engine import LocalEngine
 from privclust.metrics import accuracy_majority
 from privclust.privacy import Accountant, Budget, BudgetExceededError
@@ -100,7 +100,7 @@ def test_one_record_changes_each_level_by_at_most_one_in_one_cube():
     bounds = np.tile([0.0, 1.0], (d, 1))
     X = np.clip(rng.normal(0.5, 0.15, (3000, d)), 0, 1)
     space = dpcube._Space(bounds, dpcube.public_projection(rng, d, p))
-    grid = dpcube._Grid(space.box, rng.uniform(0, 1, p) * (space.box[:, 1] - space.box[:, 0]))
+    grid = ShiftedGrid(space.box, rng.uniform(0, 1, p) * (space.box[:, 1] - space.box[:, 0]))
     blk = np.arange(p)
     for extra in (np.zeros(d), np.ones(d), X[0], np.full(d, 0.5), np.full(d, 7.0)):
         X1 = np.vstack([X, extra])

@@ -162,11 +162,11 @@ def test_bad_data_raises():
 def test_the_split_walk_gives_the_grid_walk_s_candidates(blobs, monkeypatch):
     """The net and the max cover's cells from the NumPy engine's split_cells equal those
     from per-level cell counts (the path of engines without split_cells, e.g. Dask)."""
-    import privclust.cluster.hst as hst
+    from privclust.cluster._shifted_tree import ShiftedGrid
 
     X, _ = blobs
     fast = EMMC(5, epsilon=1.0, bounds=(-10, 10), max_depth=6, random_state=4).fit(X)
-    monkeypatch.setattr(hst, "_root_holds_the_box", lambda tree: False)
+    monkeypatch.setattr(ShiftedGrid, "root_holds_the_box", lambda self: False)
     slow = EMMC(5, epsilon=1.0, bounds=(-10, 10), max_depth=6, random_state=4).fit(X)
     np.testing.assert_array_equal(fast.candidates_, slow.candidates_)
     np.testing.assert_array_equal(fast.candidate_counts_, slow.candidate_counts_)

@@ -74,8 +74,9 @@ import privclust.privacy.mechanisms as mechanisms
 from _audit import audit_held_out, threshold_events
 from privclust import EMMC, DPCube, LSHSplits
 from privclust.cluster._centres import su_budget_split
-from privclust.cluster.dpcube import RECOVER_SHARE, SIGNIFICANT_MARGIN
-from privclust.cluster.hst import REFINE_SHARE, HSTKMeans, QuadTree, hst_threshold
+from privclust.cluster._shifted_tree import SIGNIFICANT_MARGIN, ShiftedGrid, hst_threshold
+from privclust.cluster.dpcube import RECOVER_SHARE
+from privclust.cluster.hst import REFINE_SHARE, HSTKMeans
 from privclust.privacy.mechanisms import two_sided_geometric
 
 CONFIDENCE = 0.999
@@ -196,7 +197,7 @@ def _emmc(rng):
 
 
 def _emmc_parts(model, c):
-    tree = QuadTree(np.array([BOUNDS]), model.shift_, 1)
+    tree = ShiftedGrid(np.array([BOUNDS]), model.shift_)
     cell = tree.centres(1, np.zeros((1, 1), dtype=np.int64))[0, 0]
     at_cell = bool(np.isclose(model.candidates_[0, 0], cell, rtol=0.0, atol=1e-12))
     return [1.0 if at_cell else 0.0, model.candidate_counts_[0] - c]

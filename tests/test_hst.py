@@ -17,10 +17,12 @@ import pytest
 from sklearn.base import clone
 from sklearn.datasets import make_blobs
 
-import privclust.cluster.hst as hst
+import privclust.cluster._refine as refine_rule
+import privclust.cluster._shifted_tree as tree_mod
 from _bad_input import BAD_BOUNDS_AND_DATA, BAD_EPSILON_AND_K, assert_clear_error
 from _draws import DrawRecorder, true_spend
-from privclust.cluster.hst import HSTKMeans, hst_threshold, level_keys
+from privclust.cluster._shifted_tree import ShiftedGrid, hst_threshold, level_keys
+from privclust.cluster.hst import HSTKMeans
 from privclust.engine import LocalEngine
 from privclust.metrics import accuracy_majority
 from privclust.privacy import Accountant, Budget, BudgetExceededError
@@ -82,7 +84,7 @@ def test_one_record_changes_each_level_by_at_most_one_in_one_cell():
     bounds = np.tile([0.0, 1.0], (d, 1))
     X = np.clip(rng.normal(0.5, 0.15, (3000, d)), 0, 1)
     shift = rng.uniform(0, 1, d)
-    tree = hst.QuadTree(bounds, shift, 6)
+    tree = ShiftedGrid(bounds, shift)
     for extra in ([0.0, 0.0, 0.0], [1.0, 1.0, 1.0], X[0], [0.51, 0.49, 0.5]):
         X1 = np.vstack([X, extra])
         survivors = np.zeros((1, d), dtype=np.int64)
@@ -109,9 +111,9 @@ def test_threshold_bounds_the_false_positives():
     for eps, b in ((0.1, 10), (1.0, 2), (0.05, 40)):
         t = hst_threshold(eps, 2**b)
         p = math.exp(-eps * t) / (1 + math.exp(-eps))  # P(geometric noise >= t)
-        assert 2**b * p <= hst.FALSE_POSITIVES_PER_PARENT * (1 + 1e-9)
+        assert 2**b * p <= tree_mod.FALSE_POSITIVES_PER_PARENT * (1 + 1e-9)
         assert 2**b * math.exp(-eps * (t - 1)) / (1 + math.exp(-eps)) \
-            > hst.FALSE_POSITIVES_PER_PARENT  # the smallest such integer
+            > tree_mod.FALSE_POSITIVES_PER_PARENT  # the smallest such integer
 
 
 # =========================================================================== plan
@@ -132,7 +134,7 @@ def test_a_tree_that_stops_early_spends_its_budget_on_a_retry():
     model = HSTKMeans(7, epsilon=1.0, bounds=(0, 1), max_depth=8, random_state=0).fit(X)
     rep = model.privacy_report_
     assert rep.total().epsilon == pytest.approx(1.0, rel=1e-9)
-    assert any(r.item == hst.RETRY_ITEM for r in rep.releases)
+    assert any(r.item == tree_mod.RETRY_ITEM for r in rep.releases)
     assert len(rep.releases) < 8  # the levels below were not released one by one
 
 
@@ -177,7 +179,7 @@ def test_wide_data_halves_its_dimensions_in_blocks():
     m = HSTKMeans(3, bounds=(-10, 10), max_depth=4, random_state=0).fit(X)
     _check_centres(m, 3, np.tile([-10.0, 10.0], (45, 1)))
     assert m.privacy_report_.total().epsilon == pytest.approx(1.0)
-    tree = hst.QuadTree(np.tile([-10.0, 10.0], (45, 1)), np.zeros(45), 4)
+    tree = ShiftedGrid(np.tile([-10.0, 10.0], (45, 1)), np.zeros(45))
     assert [b.size for b in tree.blocks] == [23, 22]
 
 
@@ -241,7 +243,7 @@ def _tree_fits(make, X, monkeypatch):
     """The fit with the NumPy engine's split_cells, then with per-level cell counts (the path
     of engines without split_cells, e.g. Dask)."""
     fast = make().fit(X)
-    monkeypatch.setattr(hst, "_root_holds_the_box", lambda tree: False)
+    monkeypatch.setattr(ShiftedGrid, "root_holds_the_box", lambda self: False)
     slow = make().fit(X)
     return fast, slow
 
@@ -265,7 +267,7 @@ def test_split_cells_are_the_non_empty_cells_of_the_grid(d):
     rng = np.random.default_rng(d)
     bounds = np.column_stack([-rng.uniform(1, 5, d), rng.uniform(1, 5, d)])
     X = np.vstack([rng.normal(0.0, 0.7, (800, d)), bounds.T, bounds.T[::-1]])
-    tree = hst.QuadTree(bounds, rng.uniform(0, 1, d) * (bounds[:, 1] - bounds[:, 0]), 6)
+    tree = ShiftedGrid(bounds, rng.uniform(0, 1, d) * (bounds[:, 1] - bounds[:, 0]))
     engine = LocalEngine(X, bounds)
     groups, n_parents = engine.root(), 1
     for level in range(1, 7):
@@ -308,13 +310,13 @@ def test_split_cells_without_room_for_flat_keys_sorts_pairs():
 
 def test_a_shift_at_the_edge_of_the_root_walks_the_grid():
     bounds = np.tile([0.0, 1.0], (2, 1))
-    assert hst._root_holds_the_box(hst.QuadTree(bounds, np.array([0.5, 0.2]), 3))
+    assert ShiftedGrid(bounds, np.array([0.5, 0.2])).root_holds_the_box()
     # a record at the upper bound may round onto the root's far edge: the public check sends
     # the walk to the per-level grids, which leave such a record out of the root as before
-    edge = hst.QuadTree(bounds, np.array([1.0 - 1e-15, 0.2]), 3)
-    assert not hst._root_holds_the_box(edge)
+    edge = ShiftedGrid(bounds, np.array([1.0 - 1e-15, 0.2]))
+    assert not edge.root_holds_the_box()
     X = np.array([[1.0, 0.5]] * 50 + [[0.2, 0.5]] * 50)
-    walk = hst.CellWalk(LocalEngine(X, bounds), edge)
+    walk = tree_mod.CellWalk(LocalEngine(X, bounds), edge)
     assert not walk.split
     parent, _, counts = walk.next(1)
     assert counts.sum() == 100 and set(parent.tolist()) <= {-1, 0}
@@ -367,13 +369,13 @@ def test_the_default_gives_the_budget_to_the_tree_where_cells_resolve_the_cluste
 
 
 def test_the_rule_compares_the_expected_errors():
-    tree = hst.QuadTree(np.tile([-1.0, 1.0], (4, 1)), np.zeros(4), 3)
-    assert hst.quantisation_error(tree, 3) == pytest.approx(4 * (4.0 / 8) ** 2 / 12)
+    tree = ShiftedGrid(np.tile([-1.0, 1.0], (4, 1)), np.zeros(4))
+    assert refine_rule.quantisation_error(tree, 3) == pytest.approx(4 * (4.0 / 8) ** 2 / 12)
     # 2 (d / eps_sum)^2 sum half^2 (k / n)^2
-    assert hst.refinement_noise(tree.bounds, 0.5, 2, 100.0) == pytest.approx(
+    assert refine_rule.refinement_noise(tree.box, 0.5, 2, 100.0) == pytest.approx(
         2 * 8.0**2 * 4 * 0.02**2)
-    assert hst.refinement_noise(tree.bounds, 0.5, 2, -3.0) == hst.refinement_noise(
-        tree.bounds, 0.5, 2, 1.0)
+    assert refine_rule.refinement_noise(tree.box, 0.5, 2, -3.0) == refine_rule.refinement_noise(
+        tree.box, 0.5, 2, 1.0)
 
 
 def test_the_rule_decides_from_released_values_only():
@@ -397,12 +399,12 @@ def test_the_harness_catches_the_rule_on_the_exact_count(monkeypatch):
     from _replay import ReplayMismatch, check_neighbour
 
     X, _, bounds = shuttle_like(1500)
-    original = hst.refinement_noise
+    original = refine_rule.refinement_noise
 
     def planted(bounds_, eps_sum, k, n_hat):  # the fault: the exact n instead of n_hat
         return original(bounds_, eps_sum, k, float(planted.n))
 
-    monkeypatch.setattr(hst, "refinement_noise", planted)
+    monkeypatch.setattr(refine_rule, "refinement_noise", planted)
     fit = HSTKMeans.fit
 
     def fit_and_see_n(self, X_, y=None):

@@ -93,6 +93,24 @@ def print_spans(model, X, names=None, max_rows: int = 20) -> None:
     )
 
 
+def print_density(model, X, names=None, max_rows: int = 20) -> None:
+    """The clusters of a DPHDBSCAN fit, their persistence, and how many input points fall in
+    none."""
+    k = int(model.n_clusters_)
+    print(f"clusters found: {k} (min_cluster_size {model.min_cluster_size_:g} records)")
+    levels = ", ".join(str(int(c.shape[0])) for c in model.tree_cells_)
+    print(f"dense released cells per level: {levels or 'none'}")
+    if k:
+        shown = ", ".join(f"{v:.2f}" for v in model.cluster_persistence_[:max_rows])
+        more = f", ... ({k - max_rows} more)" if k > max_rows else ""
+        print(f"persistence per cluster: {shown}{more}")
+    noise = int(np.count_nonzero(model.labels_ < 0))
+    print(
+        f"points in no cluster (label -1): {noise:,} of {X.shape[0]:,}  [the model applied to "
+        "the input; not part of the release]"
+    )
+
+
 def print_mixture(model, X=None, names=None, max_rows: int = 20, max_dims: int = 6) -> None:
     """Weights, noisy counts and (when small) means of a DPGaussianMixture."""
     k = int(model.n_components_)

@@ -35,9 +35,11 @@ from .cluster import (
 from .cluster.coreset import CoresetKMeans
 from .cluster.dpcube import DPCube
 from .cluster.emmc import EMMC
+from .cluster.hdbscan import DPHDBSCAN
 from .cluster.hst import HSTKMeans
 from .cluster.lsh_splits import LSHSplits
 from .io import codecs, register_built_in_codec
+from .io._density import DENSITY_CODEC
 
 __all__ = ["ENTRIES", "OPTIONS", "Entry", "MorseBase", "Option", "entry_for", "options_of"]
 
@@ -158,6 +160,10 @@ def _dbscan_plot(model, X, names):
     return viz.plot_spans(model, X=X)
 
 
+def _density_plot(model, X, names):
+    return viz.plot_density_clusters(model, X=X, feature_names=names)
+
+
 #: Every estimator the command line can run, in the order ``--help`` lists them.
 ENTRIES: dict[str, Entry] = {
     e.name: e
@@ -184,6 +190,19 @@ ENTRIES: dict[str, Entry] = {
             codec=codecs.DBSCAN_CODEC,
             contents="grid and core cells of every span",
             example={"radius": 0.3, "min_samples": 10},
+        ),
+        Entry(
+            "hdbscan",
+            DPHDBSCAN,
+            "DPHDBSCAN: density clusters without a radius, HDBSCAN's cluster tree on one "
+            "private shifted grid tree; -1 = noise",
+            summary=_summaries.print_density,
+            plot=_density_plot,
+            plot_2d_only=True,
+            plot_subject="density clusters",
+            codec=DENSITY_CODEC,
+            contents="shifted grid, dense cells of every level with noisy counts and clusters",
+            example={},
         ),
         Entry(
             "lloyd",

@@ -24,7 +24,6 @@ from ..engine import LocalEngine
 from ..engine.base import NearestCentre
 from ..engine.local import records_outside
 from ..privacy import Mechanisms, resolve_random_state
-from ..privacy.histogram import release_sparse_histogram
 from ..privacy.rng import public_unit_directions
 from ._base import (
     PrivateClusterMixin,
@@ -40,7 +39,7 @@ from ._centres import (
     noisy_centroids,
     plan_centroid_items,
 )
-from .hst import hst_threshold, level_keys
+from ._shifted_tree import ShiftedGrid, Wording, grow, leaf_summary
 
 __all__ = ["DPCube", "projected_dim", "public_projection"]
 
@@ -51,9 +50,6 @@ MAX_COMPONENTS = 20
 DEFAULT_COMPONENTS = 10
 #: Default share of epsilon for the recovery (noisy means in the original space).
 RECOVER_SHARE = 0.4
-#: Post-processing: a released cube is a candidate only when its noisy count reaches the
-#: threshold by ``SIGNIFICANT_MARGIN / eps_level`` (see :func:`_summary`).
-SIGNIFICANT_MARGIN = 3.0
 #: Post-processing: restarts of the weighted k-means on the candidate summary.
 _N_INIT = 3
 
@@ -103,83 +99,18 @@ class _Space:
         return np.clip(X, self.bounds[:, 0], self.bounds[:, 1])
 
 
-class _Grid:
-    """A randomly shifted cube partition of the projected box: the root cube (level 0) has side
-    ``2W`` (``W``: the box's side) and holds the whole box; level ``l`` halves every side
-    ``l`` times, so a cube has ``2^p`` children."""
-
-    def __init__(self, box: np.ndarray, shift: np.ndarray):
-        self.box = box
-        self.origin = box[:, 0] - shift
-        self.root_width = 2.0 * (box[:, 1] - box[:, 0])
-
-    def width(self, level: int) -> np.ndarray:
-        return self.root_width / 2.0**level
-
-    def extent(self, level: int, cells: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Lower and upper corners of every cube's intersection with the box (public values
-        only). A cube beside the box (the root's children reach past it; a noisy count can
-        release one) meets it in a face: both corners are clamped into the box, so the
-        intersection is never inverted and its centre never lies outside the box."""
-        w = self.width(level)
-        lo = np.clip(self.origin + cells * w, self.box[:, 0], self.box[:, 1])
-        hi = np.clip(self.origin + (cells + 1) * w, self.box[:, 0], self.box[:, 1])
-        return lo, hi
-
-    def centres(self, level: int, cells: np.ndarray) -> np.ndarray:
-        """Centre of every cube's intersection with the box (inside the box)."""
-        lo, hi = self.extent(level, cells)
-        return (lo + hi) / 2.0
-
-
-def _release_level(mech, n_parents, p, keys, counts, epsilon, label, item):
-    """One level's sparse histogram over the ``2^p`` children of ``n_parents`` released cubes."""
-    n_cells = n_parents * (1 << p)
-    t = hst_threshold(epsilon, 1 << p)
-    return release_sparse_histogram(
-        mech, keys, counts, n_cells, epsilon, t,
-        target=f"cube counts >= {t}, {label} ({n_cells} cubes: the children of {n_parents} "
-               "released cubes)",
-        note="each record lies in one cube of the level: sensitivity 1", item=item,
-    )
-
-
 def _partition(engine, mech, grid, items, retry, eps_level, tag, step):
-    """The private partition of one shifted grid, level by level: the children of every
-    released cube are counted and released with the sparse histogram (a cube is kept when its
-    noisy count reaches the threshold). A level that releases nothing is released once more with
-    the budget of the levels below (``retry``), then the partition stops. Returns the released
-    cubes (integer indices), their noisy counts and their parents' positions, per level."""
-    p = grid.box.shape[0]
-    blk = np.arange(p)
-    survivors = np.zeros((1, p), dtype=np.int64)  # the root: public, holds every record
-    out = []
-    level = 0
-    while level < len(items):
-        level += 1
-        cells, counts = engine.cell_counts(grid.origin, grid.width(level))
-        keys, inside = level_keys(survivors, cells, blk)
-        args = (mech, survivors.shape[0], p, keys, counts[inside])
-        rkeys, rvals = _release_level(*args, eps_level, f"{tag}level {level}", items[level - 1])
-        eps = eps_level
-        step()
-        if rkeys.size == 0 and level < len(items):
-            eps = mech.plan.move_unspent(items[level:], retry, f"the {tag}partition stopped at "
-                                         f"level {level}: released again with the budget of "
-                                         "the levels below")
-            rkeys, rvals = _release_level(*args, eps, f"{tag}level {level}, again", retry)
-            level = len(items)
-        if rkeys.size == 0:
-            break
-        parent = rkeys >> p
-        children = 2 * survivors[parent] + ((rkeys[:, None] >> blk) & 1)
-        floor = hst_threshold(eps, 1 << p) + SIGNIFICANT_MARGIN / eps
-        out.append((children, np.asarray(rvals, dtype=np.int64), parent, floor))
-        survivors = children
-    if level < len(items) or not out:
-        if not mech.plan.item(retry).spent_epsilon:
-            mech.plan.leave_unspent(retry, "not needed")
-    return out
+    """The private partition of one shifted grid (:func:`~privclust.cluster._shifted_tree.grow`):
+    level by level the children of every released cube are counted and released with the
+    sparse histogram (a cube is kept when its noisy count reaches the threshold). A level that
+    releases nothing is released once more with the budget of the levels below (``retry``),
+    then the partition stops. Returns the :class:`~privclust.cluster._shifted_tree.Level` of
+    every level released."""
+    wording = Wording("cube", tag + "level {level}", tag + "level {level}, again",
+                      f"the {tag}partition stopped at level " + "{level}: released again with "
+                      "the budget of the levels below")
+    return grow(engine, mech, grid, items, retry, step, budgets=[eps_level] * len(items),
+                wording=wording, leave_unneeded_retry=True)
 
 
 def _summary(grid, released):
@@ -187,26 +118,10 @@ def _summary(grid, released):
     released children (leaves) at their centres. Top-down, a cube's noisy count less those of
     its released children (records in children below the threshold) is shared among those
     children in proportion to their noisy counts, so the whole weight ends on leaves near the
-    data, not at the centres of coarse cubes."""
-    pts, wts = [], []
-    extra = np.zeros(released[0][0].shape[0]) if released else None
-    for i, (cells, counts, _, floor) in enumerate(released):
-        total = np.where(counts >= floor, counts, 0.0) + extra
-        w = total
-        if i + 1 < len(released):
-            _, child_counts, parent, child_floor = released[i + 1]
-            child = np.where(child_counts >= child_floor, child_counts, 0.0)
-            below = np.bincount(parent, weights=child, minlength=cells.shape[0])
-            share = np.maximum(total - below, 0.0) / np.maximum(below, 1e-12)
-            extra = child * share[parent]
-            w = np.where(below > 0, 0.0, total)
-        keep = w > 0
-        pts.append(grid.centres(i + 1, cells[keep]))
-        wts.append(w[keep])
-    p = grid.box.shape[0]
-    if not pts:
-        return np.zeros((0, p)), np.zeros(0)
-    return np.concatenate(pts), np.concatenate(wts)
+    data, not at the centres of coarse cubes (:func:`~privclust.cluster._shifted_tree.
+    leaf_summary`)."""
+    points, weights, _ = leaf_summary(grid, released)
+    return points, weights
 
 
 def _choose_centres(points, weights, box, k, gen):
@@ -278,7 +193,8 @@ class DPCube(PrivateClusterMixin):
       partition, which spends nothing, so the whole budget goes to the partition and the
       recovery. The centres are not restricted to the candidate set.
     * Threshold of the partition: the paper keeps a cube whose noisy count exceeds
-      ``2 ln(n) / eps_level`` (the exact n); here :func:`~privclust.cluster.hst.hst_threshold`
+      ``2 ln(n) / eps_level`` (the exact n); here
+      :func:`~privclust.cluster._shifted_tree.hst_threshold`
       (at most 0.25 false-positive children per released cube in expectation), which needs no
       record count.
     * Candidate weights (post-processing): only leaves (released cubes without released
@@ -451,7 +367,7 @@ class DPCube(PrivateClusterMixin):
         gen = source.generator
         space = _Space(bounds, public_projection(gen, d, p))  # public randomness
         box_w = space.box[:, 1] - space.box[:, 0]
-        grids = [_Grid(space.box, gen.uniform(0.0, 1.0, size=p) * box_w)
+        grids = [ShiftedGrid(space.box, gen.uniform(0.0, 1.0, size=p) * box_w)
                  for _ in range(self.n_shifts)]
         parts, eps_level, steps, eps_step = self._plan_items(plan, depth, share, n_lloyd, d)
         self._reserve_plan(plan, accountant, "DPCube")

@@ -28,16 +28,8 @@ from ._base import (
     nearest_centre,
 )
 from ._centres import centroid_stats, finish_centre_fit, noisy_centroids
-from .hst import (
-    RETRY_ITEM,
-    CellWalk,
-    QuadTree,
-    RefineRule,
-    check_refine,
-    grow_tree,
-    plan_refinement,
-    refine_epsilon,
-)
+from ._refine import RefineRule, check_refine, plan_refinement, refine_epsilon
+from ._shifted_tree import RETRY_ITEM, CellWalk, ShiftedGrid, grow
 
 __all__ = ["EMMC", "coverage_matrix", "greedy_cover_scores"]
 
@@ -109,7 +101,7 @@ class EMMC(PrivateClusterMixin):
     4. **Refinement** (``refine="auto"`` by default; always with ``True``, never with
        ``False``): one private Lloyd step (noisy sizes and sums of the records nearest each
        centre; Su et al.'s split). ``"auto"`` is HSTKMeans' rule
-       (:class:`~privclust.cluster.hst.RefineRule`): refine when the step's expected noise
+       (:class:`~privclust.cluster._refine.RefineRule`): refine when the step's expected noise
        error is below the quantisation error of the net's deepest cells.
 
     Privacy guarantee
@@ -305,7 +297,7 @@ class EMMC(PrivateClusterMixin):
         """Line items: one per net level (and HST's retry item), the max-cover choices, the
         candidate counts, the refinement's sizes and sums (with ``auto``, the sums' budget in
         reserves for the net's levels below the first, the max cover and the candidate
-        counts, in proportion to their shares: :func:`~privclust.cluster.hst.plan_refinement`).
+        counts, in proportion to their shares: :func:`~privclust.cluster._refine.plan_refinement`).
         """
         eps = plan.epsilon
         rest = eps * (1.0 - refine_share)
@@ -340,11 +332,11 @@ class EMMC(PrivateClusterMixin):
         source = resolve_random_state(self.random_state)
         gen = source.generator
         shift = gen.uniform(0.0, 1.0, size=d) * (bounds[:, 1] - bounds[:, 0])  # public
-        tree = QuadTree(bounds, shift, depth)
+        tree = ShiftedGrid(bounds, shift)
         levels, items, reserves = self._plan_items(plan, depth, shares, rshare, d,
                                                    refine == "auto")
         self._reserve_plan(plan, accountant, "EMMC")
-        rule = RefineRule(plan, tree, k, items, reserves, _ITEM_WEIGHT) \
+        rule = RefineRule(plan, tree, depth, k, items, reserves, _ITEM_WEIGHT) \
             if refine == "auto" else None
 
         engine = self._make_engine(X, bounds)
@@ -354,7 +346,8 @@ class EMMC(PrivateClusterMixin):
             walk = CellWalk(engine, tree, keep=scales + 1)  # the max cover reads the deepest
             if rule is not None:
                 rule(engine, mech)  # decides from a released count, moves the budget
-            cells, _ = grow_tree(engine, mech, tree, levels, step, walk)
+            cells = [lv.cells for lv in grow(engine, mech, tree, levels, RETRY_ITEM, step,
+                                             walk=walk)]
             cand = self._max_cover(walk, mech, tree, cells, m, scales, rad,
                                    plan.item(_ITEM_COVER).epsilon, gen)
             step()
@@ -393,7 +386,7 @@ class EMMC(PrivateClusterMixin):
         m`` exponential-mechanism choices in all, ``eps_cover`` split evenly). A level set
         short of levels (the net stopped early) gives its choices to the levels it has; with
         no released cell at all the universe is a public uniform sample of the box."""
-        bounds = tree.bounds
+        bounds = tree.box
         total = scales * m
         eps_pick = eps_cover / total
         used = list(range(len(cells)))[-scales:]

@@ -13,7 +13,9 @@ parameter checks, plan items and noise calibrations, and models what they imply.
 * the k-means family: ``noise_per_coordinate`` ``s``: a cluster of ``m`` records has its
   released centre off by about ``s / m`` per coordinate;
 * DPGaussianMixture: ``sigma`` per iteration and the ``min_count`` below which a component is
-  noise.
+  noise;
+* DPHDBSCAN: the tree's levels, cell widths, thresholds and significance floor, and the
+  default ``min_cluster_size``.
 
 :func:`quality_curve` and :func:`plot_quality_curve` show a predicted quality against epsilon.
 """
@@ -30,20 +32,23 @@ import numpy as np
 from ..cluster._base import check_bounds, is_private_bounds
 from ..cluster.dbscan import DPDBSCAN
 from ..cluster.dpm import DPM
+from ..cluster.hdbscan import DPHDBSCAN
 from ..cluster.mixture import DPGaussianMixture
-from . import _dpm, _families, _verdict
+from . import _density, _dpm, _families, _verdict
 
 __all__ = ["FitPlan", "plan", "plot_quality_curve", "quality_curve"]
 
 #: family -> the plan's verdict line at one n (:mod:`._verdict`)
 _VERDICTS = {"dpm": _verdict.verdict_dpm, "dbscan": _verdict.verdict_dbscan,
-             "kmeans": _verdict.verdict_centres, "mixture": _verdict.verdict_mixture}
+             "kmeans": _verdict.verdict_centres, "mixture": _verdict.verdict_mixture,
+             "density": _density.verdict_density}
 #: family -> (plan fields at one n, description in words, default quality metric)
 _FAMILIES = {
     "dpm": (_dpm.plan_dpm, _dpm.describe_dpm, "expected_clusters"),
     "dbscan": (_families.plan_dbscan, _families.describe_dbscan, "min_dense_window"),
     "kmeans": (_families.plan_centres, _families.describe_centres, "relative_centre_error"),
     "mixture": (_families.plan_mixture, _families.describe_mixture, "relative_centre_error"),
+    "density": (_density.plan_density, _density.describe_density, "min_cluster_size"),
 }
 
 
@@ -124,13 +129,16 @@ def _jsonable(obj):
 
 
 def family_of(estimator) -> str:
-    """The planner's family for ``estimator`` ('dpm', 'dbscan', 'kmeans', 'mixture')."""
+    """The planner's family for ``estimator`` ('dpm', 'dbscan', 'kmeans', 'mixture',
+    'density')."""
     if isinstance(estimator, DPM):
         return "dpm"
     if isinstance(estimator, DPDBSCAN):
         return "dbscan"
     if isinstance(estimator, DPGaussianMixture):
         return "mixture"
+    if isinstance(estimator, DPHDBSCAN):
+        return "density"
     if isinstance(estimator, _families.CENTRE_CLASSES):
         return "kmeans"
     raise TypeError(f"the planner has no model for {type(estimator).__name__}")

@@ -7,6 +7,8 @@ import os
 import sys
 from pathlib import Path
 
+import numpy as np
+
 _INSTALL_HINT = 'plotting needs matplotlib: pip install "privclust[plot]"'
 #: File extensions :func:`save_figure` accepts (the formats of matplotlib's Agg-based backends).
 FIGURE_FORMATS = (".png", ".pdf", ".svg", ".svgz", ".jpg", ".jpeg", ".eps", ".ps", ".tif",
@@ -72,6 +74,27 @@ def raw_data_note(ax, shown: int, total: int) -> None:
     what = f"{shown:,} of {total:,} points" if total > shown else f"{total:,} points"
     ax.text(0.01, 0.01, f"{what}: raw data, not private", transform=ax.transAxes,
             fontsize=7, color="0.35", va="bottom")
+
+
+def axis_names(feature_names) -> list:
+    """The two axis labels: ``feature_names`` (exactly two) or ``x0``, ``x1``."""
+    names = list(feature_names) if feature_names is not None else ["x0", "x1"]
+    if len(names) != 2:
+        raise ValueError(f"feature_names has {len(names)} names for 2 features")
+    return names
+
+
+def scatter_raw(ax, X, max_points: int) -> None:
+    """``X`` as small grey points under a model's cells (at most ``max_points``, a fixed
+    subsample), with :func:`raw_data_note`."""
+    from ..cluster._base import check_data
+
+    pts = check_data(X)
+    n = pts.shape[0]
+    if n > max_points:
+        pts = pts[np.linspace(0, n - 1, max_points).astype(np.int64)]
+    ax.scatter(pts[:, 0], pts[:, 1], s=2, c="0.45", linewidths=0, zorder=1)
+    raw_data_note(ax, pts.shape[0], n)
 
 
 def padded_limits(ax, lo, hi, share: float = 0.04) -> None:

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..cluster._base import check_data
-from ._common import padded_limits, pyplot, raw_data_note
+from ._common import axis_names, padded_limits, pyplot, scatter_raw
 
 
 def plot_spans(model, X=None, ax=None, *, cmap="tab20", max_points=100_000, alpha=0.55,
@@ -27,16 +26,9 @@ def plot_spans(model, X=None, ax=None, *, cmap="tab20", max_points=100_000, alph
         _, ax = plt.subplots(figsize=(7, 7))
     w = model.cell_width_
     o = model.grid_origin_
-    names = list(feature_names) if feature_names is not None else ["x0", "x1"]
-    if len(names) != 2:
-        raise ValueError(f"feature_names has {len(names)} names for 2 features")
+    names = axis_names(feature_names)
     if X is not None:
-        pts = check_data(X)
-        n = pts.shape[0]
-        if n > max_points:
-            pts = pts[np.linspace(0, n - 1, max_points).astype(np.int64)]
-        ax.scatter(pts[:, 0], pts[:, 1], s=2, c="0.45", linewidths=0, zorder=1)
-        raw_data_note(ax, pts.shape[0], n)
+        scatter_raw(ax, X, max_points)
     cells = model.span_cells_
     if cells.shape[0]:
         lo = cells.min(axis=0)

@@ -1,0 +1,330 @@
+"""DPHDBSCAN: density clusters without a radius, read off one private shifted grid tree.
+
+The randomly shifted grid tree that HSTKMeans, DPCube and CoresetKMeans grow releases, level by
+level, the noisy record counts of ever finer cells: a private multi-resolution density estimate.
+HDBSCAN's idea (Campello, Moulavi, Sander, PAKDD 2013; Campello et al., TKDD 2015) applies to it
+directly: at every level the dense released cells form connected components, across levels the
+components form a cluster tree, and the clusters kept are those of greatest stability (excess
+of mass). Everything after the tree is post-processing of its released counts.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import warnings
+
+import numpy as np
+
+from .._progress import fit_progress
+from ..privacy import Mechanisms, resolve_random_state
+from ._base import (
+    PrivateClusterMixin,
+    check_epsilon,
+    check_fit_cost,
+    check_positive_int,
+    clip_to_fitted_bounds,
+    raise_not_fitted,
+)
+from ._density_tree import build_cluster_tree, dense_levels, labels_from_cells, spread_labels
+from ._shifted_tree import MAX_SPLIT_DIMS, RETRY_ITEM, ShiftedGrid, grow, hst_threshold
+
+__all__ = ["DPHDBSCAN"]
+
+#: Levels planned (per block of at most ``MAX_SPLIT_DIMS`` features) when ``max_depth=None``;
+#: the tree stops where its released counts say it resolves little more (:class:`_StopRule`).
+MAX_LEVELS = 6
+#: The first level halves every dimension so that it has at most ``2^FIRST_BITS`` cells
+#: (:func:`first_halvings`): the coarse top of the tree is skipped.
+FIRST_BITS = 8
+#: ``max_depth=None``: the tree stops at the first level whose cells at least ``STOP_MARGIN``
+#: noise scales above the level's threshold hold less than ``STOP_SHARE`` of the first level's
+#: records; that level is released again with the budget of the levels below.
+STOP_SHARE = 0.5
+STOP_MARGIN = 1.0
+#: ``min_cluster_size=None``: ``MIN_FLOORS`` times the deepest level's significance floor, and
+#: at least ``MIN_SHARE`` of the released record count.
+MIN_FLOORS = 2.0
+MIN_SHARE = 0.005
+#: A released cell is dense when its noisy count plus its released neighbours' (the cells
+#: touching it) reaches ``DENSE_FACTOR`` times the level's threshold.
+DENSE_FACTOR = 3.0
+
+
+def first_halvings(d: int) -> int:
+    """How many times the first level halves every dimension: the coarse top of the tree,
+    one component on any data, is skipped, and the first level has at most
+    ``2^FIRST_BITS`` cells (public: ``d`` only)."""
+    if d > MAX_SPLIT_DIMS:
+        return 1
+    return max(1, FIRST_BITS // d)
+
+
+class _StopRule:
+    """``max_depth=None``: stop the tree at the first level whose cells at least
+    ``STOP_MARGIN`` noise scales above the threshold hold less than ``STOP_SHARE`` of the
+    first level's records (released values only: the first level's mass is the released
+    record count ``n_hat``)."""
+
+    def __init__(self):
+        self.n_hat = None
+
+    def __call__(self, level, counts, epsilon, n_children):
+        floor = hst_threshold(epsilon, n_children) + STOP_MARGIN / epsilon
+        mass = float(counts[counts >= floor].sum())
+        if self.n_hat is None:
+            self.n_hat = float(counts.sum())
+        if mass >= STOP_SHARE * self.n_hat:
+            return None
+        return (f"level {level}: its significant cells hold {mass:g} of the {self.n_hat:g} "
+                "records of level 1; it is released again with the budget of the levels below "
+                "and the tree stops there")
+
+
+def default_min_cluster_size(n_hat: float, floor: float) -> float:
+    """``min_cluster_size=None``: what the budget can resolve, ``MIN_FLOORS`` times the
+    deepest level's significance floor (a component lighter than that is one noisy cell),
+    and at least ``MIN_SHARE`` of the released record count."""
+    return max(MIN_FLOORS * floor, MIN_SHARE * max(n_hat, 0.0))
+
+
+class DPHDBSCAN(PrivateClusterMixin):
+    """Density clusters without a radius: HDBSCAN's cluster tree on one private grid tree.
+
+    1. **The tree** (:mod:`privclust.cluster._shifted_tree`, shared with HSTKMeans, DPCube and
+       CoresetKMeans): a grid over the public bounds, shifted by a uniformly random public
+       vector. Its first level halves every dimension ``first_halvings(d)`` times (at most
+       ``2^FIRST_BITS`` cells: the coarse top, one component on any data, is skipped); level
+       by level every released cell is then cut into its half-width children. Each level's
+       record counts are released with the linear-time pure-DP sparse histogram (two-sided
+       geometric noise; only cells whose noisy count reaches a threshold are released, and cut
+       again). With ``max_depth=None`` the tree stops at the first level whose significant
+       cells hold less than half the first level's records (the finest resolution the budget
+       resolves), and that level is released again with the budget of the levels below.
+    2. **The cluster tree** (post-processing): at every level the dense cells (noisy count
+       plus the released neighbours' at least ``DENSE_FACTOR`` times the level's threshold,
+       below a dense parent) form connected components (cells adjacent in the grid, diagonal
+       neighbours included); a component's cells have their parents in one component of the
+       level above, so the components form a tree.
+    3. **The clusters** (post-processing): condensed as HDBSCAN condenses its tree, with
+       ``min_cluster_size`` in records (noisy mass): a cluster goes on down the levels while
+       at most one child component is that heavy; where two or more are, each becomes a
+       cluster. The clusters kept are those of greatest stability (excess of mass): the mass a
+       cluster keeps at each level below its birth times the step in ``lambda = 1 / cell
+       width`` from the level above; the cluster at the top (the whole data) is never kept.
+    4. **Labels** (post-processing): every dense cell takes its kept cluster, or, in a
+       component the kept clusters split from, the nearest kept cell's; a record takes the
+       label of its cell at the finest level where it is dense and labelled; -1 (noise)
+       otherwise. ``predict`` does the same for new records.
+
+    How it differs from HDBSCAN: the density levels are the tree's resolutions (cell widths
+    halving level by level) rather than every mutual-reachability distance; a record's density
+    is its cell's (smoothed) noisy count rather than its ``min_samples``-th neighbour's
+    distance; the masses are noisy counts; records in a component that splits go to the
+    nearest kept cluster rather than to noise; there is no ``min_samples`` (the threshold plays
+    its part), and no radius.
+
+    Privacy guarantee
+    -----------------
+    ``epsilon``-DP (pure) under add/remove-one-record neighbours. Each level of the tree
+    counts every record in exactly one cell, so one record changes one count of a level by 1:
+    each level's sparse histogram is ``eps_level``-DP, and the levels compose sequentially
+    (basic composition, adaptively: a level's universe depends on earlier releases only):
+    ``epsilon = sum of eps_level``. A level that releases no cell, or (``max_depth=None``)
+    whose released counts say the tree resolves no further, is released once more with the
+    budget of the levels below (a privacy filter: every path spends exactly ``epsilon``). The
+    shift is public randomness, records are clipped to the public ``bounds``
+    (``bounds="private"``: a private estimate first, with 10% of epsilon). The cluster tree,
+    the clusters, the labels and ``predict`` read the released counts and public geometry
+    only. The sparse histogram is pure DP in the Real-RAM model (its tail sampling uses
+    floating-point draws).
+
+    Parameters
+    ----------
+    epsilon : float
+        Privacy budget (> 0).
+    bounds : tuple, array or "private"
+        Public bounds, ``(lo, hi)`` for every feature or a ``(d, 2)`` array; or ``"private"``.
+    min_cluster_size : float or None
+        The fewest records (noisy mass) a cluster holds. None: what the budget can resolve
+        (:func:`default_min_cluster_size`, from the first level's released counts).
+    max_depth : int or None
+        Levels of the tree below its first halvings. None: at most ``MAX_LEVELS``, stopped
+        where the released counts say the tree resolves no further (:class:`_StopRule`).
+    random_state : None, int or Generator
+        None (secure), int or Generator (reproducible, not secure).
+    accountant : Accountant or None
+        A shared :class:`~privclust.Accountant` (checked before any data is read).
+
+    Attributes
+    ----------
+    ``labels_`` : ndarray (n,)
+        Cluster of every training record, -1 for noise (post-processing of the private model
+        applied to X, not a release).
+    ``n_clusters_`` : int
+        Clusters kept.
+    ``cluster_persistence_`` : ndarray, one per kept cluster
+        Each kept cluster's stability over the largest (in [0, 1]).
+    ``cluster_stability_`` : ndarray, one per kept cluster
+        Each kept cluster's excess of mass (records times ``1 / cell width`` of the root).
+    ``min_cluster_size_`` : float
+        The ``min_cluster_size`` used.
+    ``n_hat_`` : int
+        The records the first level's released counts hold (a released count).
+    ``tree_cells_``, ``tree_counts_``, ``tree_labels_`` : lists of ndarray
+        Per level, the dense released cells (integer indices), their noisy counts and their
+        cluster (-1: in none).
+    ``tree_levels_`` : ndarray
+        The level of each entry of those lists.
+    ``grid_origin_``, ``root_width_`` : ndarray (d,); ``first_halvings_`` : int
+        The public shifted grid: cell ``c`` of level ``l`` is ``origin + [c, c + 1) w_l``,
+        ``w_l = root_width / 2^(first_halvings + l - 1)``.
+    ``privacy_report_`` : PrivacyReport
+        Every release, its mechanism and epsilon.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_moons
+    >>> from privclust import DPHDBSCAN
+    >>> X, _ = make_moons(20000, noise=0.06, random_state=0)
+    >>> model = DPHDBSCAN(epsilon=1.0, bounds=(-1.5, 2.5), random_state=0).fit(X)
+    >>> model.n_clusters_
+    2
+    """
+
+    def __init__(self, *, epsilon=1.0, bounds=None, min_cluster_size=None, max_depth=None,
+                 random_state=None, accountant=None):
+        self.epsilon = epsilon
+        self.bounds = bounds
+        self.min_cluster_size = min_cluster_size
+        self.max_depth = max_depth
+        self.random_state = random_state
+        self.accountant = accountant
+
+    def _check_params(self):
+        eps = check_epsilon(self.epsilon)
+        mcs = self.min_cluster_size
+        if mcs is not None and (isinstance(mcs, bool) or not isinstance(mcs, numbers.Real)
+                                or not (1 <= mcs < math.inf)):
+            raise ValueError(f"min_cluster_size must be a number >= 1 or None, got {mcs!r}")
+        depth = None if self.max_depth is None else check_positive_int(
+            self.max_depth, "max_depth", upper=30)
+        return eps, None if mcs is None else float(mcs), depth
+
+    # ------------------------------------------------------------------ fit
+    def fit(self, X, y=None):
+        """Cluster X privately. ``y`` is ignored (present for scikit-learn compatibility)."""
+        eps, mcs, depth = self._check_params()
+        plan, accountant = self._open_plan(eps, 0.0)  # checked before any data is read
+        X = self._check_X(X, reset=True)
+        d = X.shape[1]
+        planned = depth or MAX_LEVELS * math.ceil(d / MAX_SPLIT_DIMS)
+        # about 6e-8 s per record, feature and level (cell keys and labels)
+        check_fit_cost(6e-8 * d * planned, f"DPHDBSCAN(max_depth={planned}) on {d} features",
+                       "lower max_depth")
+        bounds = self._fit_bounds(X)
+        source = resolve_random_state(self.random_state)
+        shift = source.generator.uniform(0.0, 1.0, size=d) * (bounds[:, 1] - bounds[:, 0])
+        grid = ShiftedGrid(bounds, shift, first_halvings(d))  # public randomness
+        levels = [f"cell counts, level {lv}" for lv in range(1, planned + 1)]
+        for name in levels:
+            plan.add(name, "geometric sparse histogram", "pure", plan.epsilon / planned)
+        plan.add(RETRY_ITEM, "geometric sparse histogram", "pure", 0.0)
+        self._reserve_plan(plan, accountant, "DPHDBSCAN")
+
+        engine = self._make_engine(X, bounds)
+        report = self._start_report(plan.reserved(), source)
+        mech = Mechanisms(source, report, plan)
+        with fit_progress("DPHDBSCAN", planned) as step:
+            rule = _StopRule()
+            released = grow(engine, mech, grid, levels, RETRY_ITEM, step,
+                            stop=rule if self.max_depth is None else None)
+        n_hat = rule.n_hat if rule.n_hat is not None else (
+            float(released[0].counts.sum()) if released else 0.0)
+        self._post_process(grid, released, n_hat, mcs)
+        report.notes += [
+            f"tree: shifted grid, {planned} levels planned, {len(released)} released; "
+            f"{len(self.tree_levels_)} with dense cells",
+            f"cluster tree: {self.n_clusters_} clusters kept by excess of mass, "
+            f"min_cluster_size {self.min_cluster_size_:g} (post-processing)",
+            "labels_ are the private model applied to X (post-processing, not a release)",
+        ]
+        self.n_features_in_ = d
+        self.bounds_ = bounds
+        self.shift_ = shift
+        self.n_hat_ = int(round(n_hat))
+        self.privacy_report_ = report
+        self._close_plan(plan, report, accountant)
+        self.labels_ = self._labels_of(X)
+        if self.n_clusters_ == 0:
+            warnings.warn("DPHDBSCAN found no cluster: no two components of the private tree "
+                          f"held min_cluster_size ({self.min_cluster_size_:g}) records each; "
+                          "a larger epsilon or a smaller min_cluster_size resolves more",
+                          UserWarning, stacklevel=2)
+        return self
+
+    def _post_process(self, grid, released, n_hat, mcs):
+        """The cluster tree, the clusters kept and the model's tables (released values and
+        public geometry only)."""
+        dense = dense_levels(released, DENSE_FACTOR)
+        if mcs is None:
+            mcs = default_min_cluster_size(n_hat, released[-1].floor if released else 1.0)
+        lam = [self._lambda(grid, lv.level) for lv in dense]
+        lam.append(self._lambda(grid, dense[-1].level + 1) if dense else 1.0)
+        tree = build_cluster_tree(dense, mcs, np.asarray(lam))
+        kept = np.flatnonzero(tree.selected)
+        self.cluster_stability_ = tree.stability[kept]
+        top = self.cluster_stability_.max() if kept.size else 1.0
+        self.cluster_persistence_ = self.cluster_stability_ / (top if top > 0 else 1.0)
+        self.n_clusters_ = int(kept.size)
+        self.min_cluster_size_ = float(mcs)
+        self.tree_levels_ = np.asarray([lv.level for lv in dense], dtype=np.int64)
+        self.tree_cells_ = [lv.cells for lv in dense]
+        self.tree_counts_ = [lv.counts.astype(np.int64) for lv in dense]
+        self.tree_labels_ = spread_labels(
+            dense, [tree.cell_labels(i) for i in range(len(dense))],
+            [grid.centres(lv.level, lv.cells) for lv in dense])
+        self.grid_origin_ = grid.origin
+        self.root_width_ = grid.root_width
+        self.first_halvings_ = grid.first
+
+    @staticmethod
+    def _lambda(grid, level) -> float:
+        """The density level of ``level``: one over the geometric mean of its cell widths, in
+        units of the root's."""
+        return float(2.0 ** grid.halvings(level).mean())
+
+    # ------------------------------------------------------------------ the model
+    def _check_fitted(self):
+        if not hasattr(self, "tree_labels_"):
+            raise_not_fitted(self)
+
+    @property
+    def score(self):
+        """DPHDBSCAN publishes density clusters, not centres: there is no cost to score."""
+        raise AttributeError("DPHDBSCAN has no score: it publishes density clusters, not "
+                             "centres; give scikit-learn's tools a scoring= of your own")
+
+    def predict(self, X):
+        """Cluster of every record (-1: noise): the kept cluster of its cell at the finest
+        level where that cell is dense and in one. Post-processing of the private model
+        (records clipped to the fitted bounds, each labelled from itself and the model)."""
+        self._check_fitted()
+        arr = self._check_X(X, reset=False)
+        if arr.shape[1] != self.n_features_in_:
+            raise ValueError(f"X has {arr.shape[1]} features; the model was fitted on "
+                             f"{self.n_features_in_}")
+        return self._labels_of(arr)
+
+    def _labels_of(self, X) -> np.ndarray:
+        Xc = clip_to_fitted_bounds(self, np.asarray(X, dtype=float))
+        grid = ShiftedGrid(self.bounds_, self.bounds_[:, 0] - self.grid_origin_,
+                           self.first_halvings_)
+        widths, cells, labels = [], [], []
+        for level, c, lab in zip(self.tree_levels_, self.tree_cells_, self.tree_labels_,
+                                 strict=True):
+            keep = lab >= 0
+            widths.append(grid.width(int(level)))
+            cells.append(c[keep])
+            labels.append(lab[keep])
+        return labels_from_cells(Xc, self.grid_origin_, widths, cells, labels)

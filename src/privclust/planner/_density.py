@@ -1,0 +1,75 @@
+"""DPHDBSCAN's plan: the tree's levels, their cell widths, thresholds and significance floors,
+and the default ``min_cluster_size`` at ``n`` records (public inputs only)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..cluster._shifted_tree import MAX_SPLIT_DIMS, hst_threshold, significance_floor
+from ..cluster.hdbscan import MAX_LEVELS, default_min_cluster_size, first_halvings
+from ._verdict import _head, records
+
+
+def plan_density(est, n: float, d: int, bounds: np.ndarray, expected_clusters) -> dict:
+    """Mirrors ``DPHDBSCAN.fit`` before its first read of the data (the first level's noisy
+    mass taken as n)."""
+    eps, mcs, depth = est._check_params()
+    levels = depth or MAX_LEVELS * math.ceil(d / MAX_SPLIT_DIMS)
+    first = first_halvings(d)
+    eps_level = eps / levels
+    b = min(d, MAX_SPLIT_DIMS)
+    root = 2.0 * (bounds[:, 1] - bounds[:, 0])
+    widths = [float(np.exp(np.mean(np.log(root))) / 2.0 ** (first + lv)) for lv in range(levels)]
+    thresholds = [hst_threshold(eps_level, 1 << (b * (first if lv == 0 else 1)))
+                  for lv in range(levels)]
+    floor = significance_floor(eps_level, 1 << b)
+    size = default_min_cluster_size(n, floor) if mcs is None else mcs
+    found = None
+    if expected_clusters is not None:
+        found = float(expected_clusters) if n / expected_clusters >= size else 0.0
+    return {
+        "levels": int(levels),
+        "first_halvings": int(first),
+        "epsilon_per_level": float(eps_level),
+        "cell_widths": widths,
+        "thresholds": [int(t) for t in thresholds],
+        "significance_floor": float(floor),
+        "min_cluster_size": float(size),
+        "expected_clusters": found,
+    }
+
+
+def describe_density(f: dict, n: float, expected_clusters) -> tuple[list[str], list[str]]:
+    """``(can, cannot)`` in words."""
+    w = f["cell_widths"]
+    can = [
+        f"a tree of up to {f['levels']} levels, cells {w[0]:.4g} to {w[-1]:.4g} wide (geometric "
+        f"mean over features), epsilon {f['epsilon_per_level']:.4g} per level",
+        f"clusters of at least {records(f['min_cluster_size'])} whose cells hold above "
+        f"{records(f['significance_floor'])} each at the finest level they are seen",
+    ]
+    if f["expected_clusters"] is not None:
+        can.append(f"of {expected_clusters} clusters of about {records(n / expected_clusters)}"
+                   f", about {f['expected_clusters']:.0f} are heavy enough to be kept")
+    cannot = [
+        f"clusters lighter than min_cluster_size ({records(f['min_cluster_size'])})",
+        f"gaps narrower than the finest cells the budget resolves (at best {w[-1]:.4g})",
+    ]
+    return can, cannot
+
+
+def verdict_density(f: dict, n: float, epsilon: float, expected_clusters) -> str:
+    """Noise-dominated when the default cluster would hold most of the records."""
+    head = _head(n, epsilon)
+    share = f["min_cluster_size"] / max(n, 1.0)
+    if share >= 0.5:
+        return (f"{head} this fit is noise-dominated: a cluster needs "
+                f"{records(f['min_cluster_size'])}, half the data; use more records or a "
+                "larger epsilon")
+    if share >= 0.1:
+        return (f"{head} this fit is marginal: a cluster needs {records(f['min_cluster_size'])}"
+                f" ({100 * share:.2g}% of the records); more records or epsilon resolve more")
+    return (f"{head} this fit is usable: clusters of {records(f['min_cluster_size'])} "
+            f"({100 * share:.2g}% of the records) and more can be kept")
