@@ -143,13 +143,17 @@ def estimator_text(rng, name: str, bounds: str | None, lo: float, hi: float) -> 
         "EMMC": lambda: f"EMMC({k}, epsilon={e}{b})",
         "DPCube": lambda: f"DPCube({k}, epsilon={e}{b})",
         "CoresetKMeans": lambda: f"CoresetKMeans({_pick(rng, [None, k])}, epsilon={e}{b})",
+        "DPHDBSCAN": lambda: (f"DPHDBSCAN(epsilon={e}, min_cluster_size="
+                              f"{_pick(rng, [None, 5, 50, 500])}, max_depth="
+                              f"{_pick(rng, [None, 2, 4])}{b})"),
     }
     return texts[name]()
 
 
 #: registry estimators a pipeline or a direct fit may end in (MorseMerging: direct fits only)
 ESTIMATORS = ("DPM", "DPDBSCAN", "DPLloyd", "KMeansGuarantee", "SubClustering",
-              "DPGaussianMixture", "HSTKMeans", "LSHSplits", "EMMC", "DPCube", "CoresetKMeans")
+              "DPGaussianMixture", "HSTKMeans", "LSHSplits", "EMMC", "DPCube", "CoresetKMeans",
+              "DPHDBSCAN")
 #: those that take a number of clusters (select_n_clusters)
 WITH_K = ("DPLloyd", "KMeansGuarantee", "SubClustering", "DPGaussianMixture", "HSTKMeans",
           "LSHSplits", "EMMC", "DPCube", "CoresetKMeans")
