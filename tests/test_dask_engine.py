@@ -438,3 +438,28 @@ def test_private_clipper_on_dask_input(client):
     out = b.transform(Xd)
     assert isinstance(out, da.Array) and out.dtype == np.float32
     _same(a.transform(X), out.compute())
+
+
+def test_command_line_private_bounds_on_a_parquet_folder(client, tmp_path):
+    """``--bounds private --engine dask`` on Parquet: the NumPy engine's bounds and model."""
+    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pyarrow")
+    from privclust import cli, io
+
+    X = _bounds_data(3000)
+    folder = tmp_path / "data.parquet"
+    folder.mkdir()
+    for i, part in enumerate(np.array_split(X, 3)):
+        pd.DataFrame(part, columns=["a", "b", "c"]).to_parquet(folder / f"part{i}.parquet")
+    np.save(tmp_path / "X.npy", X)
+    common = ["--algorithm", "lloyd", "--n-clusters", "4", "--epsilon", "2", "--bounds",
+              "private", "--seed", "4"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert cli.main(["cluster", str(folder), *common, "--engine", "dask", "--scheduler",
+                         client.scheduler.address, "--out", str(tmp_path / "d.json")]) == 0
+        assert cli.main(["cluster", str(tmp_path / "X.npy"), *common,
+                         "--out", str(tmp_path / "n.json")]) == 0
+    d, n = io.load_model(tmp_path / "d.json"), io.load_model(tmp_path / "n.json")
+    _same(d.bounds_, n.bounds_)
+    _same(d.cluster_centers_, n.cluster_centers_)
