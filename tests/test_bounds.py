@@ -330,10 +330,10 @@ def test_the_refusal_decides_from_the_released_count_only():
 def test_the_replay_catches_a_refusal_on_the_exact_record_count(monkeypatch):
     original = cluster_bounds._release
 
-    def planted(arr, eps, scales, steps):
-        if arr.shape[0] % 2:
+    def planted(counts, eps, scales, steps):
+        if counts.n % 2:
             raise ValueError("odd")
-        return original(arr, eps, scales, steps)
+        return original(counts, eps, scales, steps)
 
     monkeypatch.setattr(cluster_bounds, "_release", planted)
     X = np.random.default_rng(11).normal(size=(20_000, 2))

@@ -334,3 +334,132 @@ def test_command_line_on_a_parquet_folder(client, tmp_path, capsys):
     assert "3,000 points x 2 feature(s)" in capsys.readouterr().out
     assert cli.main(["cluster", str(tmp_path / "X.npy"), *common, "--scheduler", "x"]) == 2
     assert "--scheduler applies to --engine dask only" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------ private bounds
+def _bounds_data(n=4000, dtype=np.float64):
+    """Blobs plus a narrow feature far from 0 (``1000 + N(0, 1)``): every step of the release
+    reads the data (the scales, the zoom, the radius)."""
+    X = np.column_stack([_blobs(n), np.random.default_rng(4).normal(1000.0, 1.0, n)])
+    return X.astype(dtype)
+
+
+PRIVATE = {
+    "DPM": lambda: DPM(epsilon=2.0, bounds="private", random_state=3),
+    "DPLloyd": lambda: DPLloyd(epsilon=2.0, n_clusters=4, bounds="private", random_state=3),
+    "DPDBSCAN": lambda: DPDBSCAN(epsilon=2.0, eps=0.8, min_samples=20, bounds="private",
+                                 random_state=3),
+    "DPGaussianMixture": lambda: DPGaussianMixture(epsilon=2.0, n_components=4,
+                                                   bounds="private", random_state=3),
+}
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("chunking", list(CHUNKINGS))
+def test_private_bounds_release_the_same(client, chunking, dtype):
+    from privclust import private_bounds
+
+    X = _bounds_data(dtype=dtype)
+    Xd = da.from_array(X, chunks=(CHUNKINGS[chunking](X.shape[0]), X.shape[1]))
+    a, b = private_bounds(X, 0.5, random_state=7), private_bounds(Xd, 0.5, random_state=7)
+    assert "zoomed" in a.description  # the zoom's pass ran
+    _same(a.bounds, b.bounds)
+    assert a.description == b.description
+    assert [r.to_dict() for r in a.privacy_report_.releases] == [
+        r.to_dict() for r in b.privacy_report_.releases]
+
+
+@pytest.mark.parametrize("chunking", list(CHUNKINGS))
+@pytest.mark.parametrize("name", list(PRIVATE))
+def test_estimators_with_private_bounds_release_the_same(client, name, chunking):
+    """The bounds, every release and the whole model file are the same on both engines."""
+    from privclust.io import model_to_dict
+    from privclust.io._json import dumps
+
+    X = _bounds_data(dtype=np.float32)
+    Xd = da.from_array(X, chunks=(CHUNKINGS[chunking](X.shape[0]), X.shape[1]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        a, b = PRIVATE[name]().fit(X), PRIVATE[name]().fit(Xd)
+    _same(a.bounds_, b.bounds_)
+    _assert_same_fit(a, b)
+    assert dumps(model_to_dict(a)) == dumps(model_to_dict(b))
+
+
+def test_private_bounds_read_the_data_once_per_step(client, monkeypatch):
+    """After the validation pass: one pass for the scales, one for the zoom, one for the radius
+    (the record count comes from the validation pass), on the workers: no record comes to the
+    client."""
+    from privclust import private_bounds
+
+    def no_records(*args, **kwargs):
+        raise AssertionError("records were gathered on the client")
+
+    monkeypatch.setattr(DaskData, "__array__", no_records)
+    monkeypatch.setattr(DaskData, "__getitem__", no_records)
+    X = _bounds_data(1500)
+    monkeypatch.setattr(dask_engine, "_test_rows", [], raising=False)
+
+    def counted(block):
+        dask_engine._test_rows.append(block.shape[0])
+        return block
+
+    Xd = da.from_array(X, chunks=400).map_blocks(counted, dtype=X.dtype, meta=X[:0])
+    found = private_bounds(Xd, 1.0, random_state=0)
+    assert "zoomed" in found.description
+    assert sum(dask_engine._test_rows) == 4 * X.shape[0]
+
+
+def test_private_bounds_refusals_are_the_same(client):
+    """Too few records: the same sentence, after the same release (the noisy count, spent)."""
+    from privclust import Accountant, Budget
+
+    X = _blobs(300)
+    messages, spent = [], []
+    for data in (X, da.from_array(X, chunks=((7, 0, 293), 2))):
+        acc = Accountant(Budget(10.0, 1e-3))
+        with pytest.raises(ValueError, match="too few records for private bounds") as exc:
+            DPM(epsilon=1.0, bounds="private", random_state=3, accountant=acc).fit(data)
+        messages.append(str(exc.value))
+        spent.append(acc.spent)
+    assert messages[0] == messages[1] and spent[0] == spent[1]
+
+
+def test_private_clipper_on_dask_input(client):
+    from privclust.preprocessing import PrivateClipper
+
+    X = _bounds_data(dtype=np.float32)
+    Xd = da.from_array(X, chunks=((1, 0, 1999, 2000), 3))
+    a = PrivateClipper(epsilon=0.5, random_state=2).fit(X)
+    b = PrivateClipper(epsilon=0.5, random_state=2).fit(Xd)
+    _same(a.output_bounds_, b.output_bounds_)
+    assert [r.to_dict() for r in a.privacy_report_.releases] == [
+        r.to_dict() for r in b.privacy_report_.releases]
+    out = b.transform(Xd)
+    assert isinstance(out, da.Array) and out.dtype == np.float32
+    _same(a.transform(X), out.compute())
+
+
+def test_command_line_private_bounds_on_a_parquet_folder(client, tmp_path):
+    """``--bounds private --engine dask`` on Parquet: the NumPy engine's bounds and model."""
+    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pyarrow")
+    from privclust import cli, io
+
+    X = _bounds_data(3000)
+    folder = tmp_path / "data.parquet"
+    folder.mkdir()
+    for i, part in enumerate(np.array_split(X, 3)):
+        pd.DataFrame(part, columns=["a", "b", "c"]).to_parquet(folder / f"part{i}.parquet")
+    np.save(tmp_path / "X.npy", X)
+    common = ["--algorithm", "lloyd", "--n-clusters", "4", "--epsilon", "2", "--bounds",
+              "private", "--seed", "4"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert cli.main(["cluster", str(folder), *common, "--engine", "dask", "--scheduler",
+                         client.scheduler.address, "--out", str(tmp_path / "d.json")]) == 0
+        assert cli.main(["cluster", str(tmp_path / "X.npy"), *common,
+                         "--out", str(tmp_path / "n.json")]) == 0
+    d, n = io.load_model(tmp_path / "d.json"), io.load_model(tmp_path / "n.json")
+    _same(d.bounds_, n.bounds_)
+    _same(d.cluster_centers_, n.cluster_centers_)

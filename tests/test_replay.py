@@ -2,11 +2,12 @@
 
 See ``tests/_replay.py`` for what is checked. Run for every registry entry, MorseMerging over
 every base, ``bounds="private"``, DPM's ``resolution="auto"`` on a rounded feature, the Dask
-engine and near ties (records on the bisector of two centres, a record added after them, for
-every nearest-centre and projection path); the negative controls plant each fault the harness
-exists to catch. Data far from zero (timestamps, 200,000 records and more) is its own class, with
-its own planted fault: ``tests/test_replay_far_from_zero.py``; the workflow layer (pipelines,
-selection, Morse, and refusals that must stay charged) is ``tests/test_workflow_replay.py``.
+engine (also with ``bounds="private"``) and near ties (records on the bisector of two centres, a
+record added after them, for every nearest-centre and projection path); the negative controls
+plant each fault the harness exists to catch. Data far from zero (timestamps, 200,000 records
+and more) is its own class, with its own planted fault: ``tests/test_replay_far_from_zero.py``;
+the workflow layer (pipelines, selection, Morse, and refusals that must stay charged) is
+``tests/test_workflow_replay.py``.
 """
 
 from __future__ import annotations
@@ -202,6 +203,22 @@ def test_the_dask_engine_decides_from_releases_only(name, blobs, dask_client):
             try:
                 check_neighbour(make, da.from_array(blobs, chunks=250),
                                 da.from_array(Xn, chunks=250))
+            except ReplayMismatch as exc:
+                raise ReplayMismatch(f"{label}: {exc}") from None
+
+
+@pytest.mark.parametrize("name", ["dpm", "lloyd"])
+def test_private_bounds_on_the_dask_engine_decide_from_releases_only(name, dask_client):
+    import dask.array as da
+
+    X, _ = make_blobs(3000, 2, centers=3, cluster_std=0.5, random_state=2)
+    make = _entry_model(name, bounds="private")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for label, Xn in list(_neighbours(X).items())[:2]:
+            try:
+                check_neighbour(make, da.from_array(X, chunks=997),
+                                da.from_array(Xn, chunks=997))
             except ReplayMismatch as exc:
                 raise ReplayMismatch(f"{label}: {exc}") from None
 

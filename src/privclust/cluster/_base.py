@@ -377,9 +377,6 @@ class PrivateFitMixin:
                 "or a PrivatePipeline step); put a privclust.preprocessing.PrivateClipper step "
                 "first, or estimate them with privclust.private_bounds and pass them as bounds"
             )
-        if is_dask_input(X):
-            raise ValueError("bounds='private' is not available on the Dask engine yet; estimate "
-                             "them on a sample you may spend budget on, or give public bounds")
         from .bounds import private_bounds  # the module builds on this one
 
         self._fit_accountant.reserve(Budget(self._bounds_epsilon, 0.0), "private bounds")

@@ -3,7 +3,9 @@
 The release is described in :mod:`privclust.privacy.bounds`; this module reads the data (the
 exact counts each step releases: the number of records, per feature the records in each bin of
 the public grids, and the records in each bin of their scaled distance from the bulks) and runs
-the steps under a privacy plan, each step a line item.
+the steps under a privacy plan, each step a line item. On Dask input the counts are computed on
+the workers (exact integers per chunk, added across chunks) and the noise is drawn on the
+client, so the release is the same as in memory.
 """
 
 from __future__ import annotations
@@ -40,7 +42,14 @@ from ..privacy.bounds import (
     zoom_extents,
     zoom_grid,
 )
-from ._checks import MAX_ABS_BOUND, MIN_RELATIVE_WIDTH, MIN_WIDTH, check_data, check_epsilon
+from ._checks import (
+    MAX_ABS_BOUND,
+    MIN_RELATIVE_WIDTH,
+    MIN_WIDTH,
+    check_data,
+    check_epsilon,
+    is_dask_input,
+)
 
 __all__ = ["BOUNDS_ITEMS", "PrivateBounds", "feature_bin_counts", "plan_bounds_items",
            "private_bounds"]
@@ -95,6 +104,49 @@ def _radius_counts(X: np.ndarray, extents: np.ndarray, edges: np.ndarray) -> np.
         t = scaled_distance(X[start : start + _CHUNK_ROWS], extents)
         counts += np.bincount(np.searchsorted(edges, t, side="right"), minlength=edges.size + 1)
     return counts
+
+
+def _zoom_chunk(x: np.ndarray, sel: np.ndarray, lo: np.ndarray, width: np.ndarray):
+    """:func:`_zoom_counts` of the columns ``sel`` of one chunk."""
+    return _zoom_counts(x[:, sel], lo, width)
+
+
+class _Counts:
+    """The exact counts of the release, read from in-memory records."""
+
+    def __init__(self, arr: np.ndarray):
+        self.arr = arr
+        self.n, self.d = (int(s) for s in arr.shape)
+
+    def features(self, edges: np.ndarray) -> np.ndarray:
+        return feature_bin_counts(self.arr, edges)
+
+    def zoom(self, sel: np.ndarray, lo: np.ndarray, width: np.ndarray) -> np.ndarray:
+        return _zoom_chunk(self.arr, sel, lo, width)
+
+    def radius(self, extents: np.ndarray, edges: np.ndarray) -> np.ndarray:
+        return _radius_counts(self.arr, extents, edges)
+
+
+class _DaskCounts(_Counts):
+    """The same counts of Dask input (a validated ``DaskData``), each computed on the workers
+    in one pass (a chunk's exact counts, added across chunks): the same integers as in memory,
+    whatever the chunking. The record count is known from the validation pass."""
+
+    def __init__(self, data):
+        from ..engine.dask import chunk_totals
+
+        self.data, self._totals = data, chunk_totals
+        self.n, self.d = (int(s) for s in data.shape)
+
+    def features(self, edges):
+        return self._totals(self.data, feature_bin_counts, edges)
+
+    def zoom(self, sel, lo, width):
+        return self._totals(self.data, _zoom_chunk, sel, lo, width)
+
+    def radius(self, extents, edges):
+        return self._totals(self.data, _radius_counts, extents, edges)
 
 
 @dataclass
@@ -167,7 +219,10 @@ def private_bounds(X, epsilon: float, *, scales=DEFAULT_SCALES, random_state=Non
 
     Parameters
     ----------
-    X : (n, d) array of finite numbers.
+    X : (n, d) array of finite numbers, or Dask input (dask array or DataFrame, Parquet path):
+        the counts are then exact sums over chunks computed on the workers (a pass each for the
+        scales, the zoom if any and the radius; n from the validation pass), the noise drawn
+        on the client: the same release as in memory for the same seed, whatever the chunking.
     epsilon : the budget of the whole release (a noisy record count, per-feature scales, a
         zoom for narrow features on large data, and one radius shared by all features; see
         :mod:`privclust.privacy.bounds`).
@@ -221,13 +276,14 @@ def private_bounds(X, epsilon: float, *, scales=DEFAULT_SCALES, random_state=Non
         accountant = accountant if accountant is not None else Accountant(Budget(eps, 0.0))
         accountant.reserve(plan.reserved(), "private_bounds")
     arr = check_data(X)
+    counts = _DaskCounts(arr) if is_dask_input(arr) else _Counts(arr)
     if own:
         source = resolve_random_state(random_state)
         report = PrivacyReport(estimator="private_bounds", planned=plan.reserved(),
                                random_source=source.description)
         mech = Mechanisms(source, report, plan)
     steps = _Steps(plan, mech, eps, arr.shape[1], own)
-    bounds, edges, description = _release(arr, eps, scales, steps)
+    bounds, edges, description = _release(counts, eps, scales, steps)
     if own:
         report.planned = plan.planned()
         plan.write_into(report)
@@ -237,9 +293,9 @@ def private_bounds(X, epsilon: float, *, scales=DEFAULT_SCALES, random_state=Non
     return PrivateBounds(bounds, None, edges, mech.report, description)
 
 
-def _release(arr: np.ndarray, eps: float, scales, steps: _Steps):
+def _release(counts: _Counts, eps: float, scales, steps: _Steps):
     """The four steps; returns ``(bounds, edges of the scales' grid, description)``."""
-    n, d = arr.shape
+    n, d = counts.n, counts.d
     n_hat = float(steps.count("count", np.array([n]), target="number of records",
                               note="decides whether the data is large enough, and the grid")[0])
     if n_hat < min_records(eps, d):
@@ -250,15 +306,15 @@ def _release(arr: np.ndarray, eps: float, scales, steps: _Steps):
     per_octave = resolution(n_low, steps.amounts["scales"], d)
     edges = log_grid(scales, per_octave)
     noisy = steps.count(
-        "scales", feature_bin_counts(arr, edges), same_records=True,
+        "scales", counts.features(edges), same_records=True,
         target=f"records per bin of a log-scale grid ({edges.size + 1} bins, {per_octave} "
                "per octave), per feature",
         note="each feature's bulk: its mode, neighbouring bins above the noise, its sign")
     extents, one_sided = feature_extents(noisy, edges, per_octave, steps.amounts["scales"] / d)
-    zoomed = _zoom(arr, extents, one_sided, steps) if steps.amounts["zoom"] else 0
+    zoomed = _zoom(counts, extents, one_sided, steps) if steps.amounts["zoom"] else 0
     redges = radius_edges()
     noisy_r = steps.count(
-        "radius", _radius_counts(arr, extents, redges),
+        "radius", counts.radius(extents, redges),
         target="records per bin of their scaled distance from the bulks (log scale)",
         note=f"the radius leaves about {TARGET_OUTSIDE:.0%} of the records outside")
     radius = radius_from_counts(noisy_r, redges, steps.amounts["radius"], n_hat)
@@ -270,7 +326,7 @@ def _release(arr: np.ndarray, eps: float, scales, steps: _Steps):
     return bounds, edges, description
 
 
-def _zoom(arr: np.ndarray, extents: np.ndarray, one_sided: np.ndarray, steps: _Steps) -> int:
+def _zoom(counts: _Counts, extents: np.ndarray, one_sided: np.ndarray, steps: _Steps) -> int:
     """The zoom into the narrow one-sided features (their bulks are updated in place); its
     budget goes to the radius when there is none. Returns how many were zoomed into."""
     sel = narrow_features(extents, one_sided)
@@ -279,7 +335,7 @@ def _zoom(arr: np.ndarray, extents: np.ndarray, one_sided: np.ndarray, steps: _S
         return 0
     lo, width = zoom_grid(extents[sel])
     noisy = steps.count(
-        "zoom", _zoom_counts(arr[:, sel], lo, width), same_records=True,
+        "zoom", counts.zoom(sel, lo, width), same_records=True,
         target=f"records per bin of a linear grid ({ZOOM_BINS} bins) across the bulk, per "
                "narrow feature",
         note="narrows the bulk to the bins above the noise around its mode")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..cluster._base import check_epsilon, is_dask_input
 from ..cluster.bounds import plan_bounds_items, private_bounds
 from ..privacy import Budget, Mechanisms, PrivacyReport, resolve_random_state
@@ -31,6 +33,9 @@ class PrivateClipper(PrivateTransformerMixin):
     ``epsilon``-DP (add or remove one record), the guarantee of :func:`privclust.private_bounds`.
     ``transform`` reads only the record it transforms and the released bounds.
 
+    Dask input (a dask array, a dask DataFrame or a Parquet path) is fitted on the workers:
+    the same release as for the same records in memory (:func:`privclust.private_bounds`).
+
     Examples
     --------
     >>> import numpy as np
@@ -54,9 +59,6 @@ class PrivateClipper(PrivateTransformerMixin):
             accountant = self._accountant()
             accountant.check(Budget(eps, 0.0), "PrivateClipper")  # before the data is read
         X = self._check_X(X, reset=True)
-        if is_dask_input(X):
-            raise ValueError("PrivateClipper works on in-memory data (private bounds are not "
-                             "available on the Dask engine yet); give public bounds instead")
         if part is None:
             found = private_bounds(X, eps, random_state=self.random_state, accountant=accountant)
         else:
@@ -67,7 +69,13 @@ class PrivateClipper(PrivateTransformerMixin):
         return self
 
     def transform(self, X):
-        """``X`` clipped to the private bounds (post-processing)."""
+        """``X`` clipped to the private bounds (post-processing); Dask input gives a lazy
+        dask array, clipped chunk by chunk on the workers."""
+        if is_dask_input(X):
+            self._check_fitted()
+            data = self._check_X(X, reset=False)
+            lo, hi = (self.bounds_[:, i].astype(data.dtype) for i in (0, 1))
+            return data.array.map_blocks(np.clip, lo, hi, dtype=data.dtype)
         return self._checked_input(X, "transform")
 
 
