@@ -4,6 +4,7 @@ only, round-trips through a model file and runs from the command line."""
 from __future__ import annotations
 
 import json
+import math
 import warnings
 
 import numpy as np
@@ -22,7 +23,13 @@ from privclust.cluster._coreset.select import (
     silhouette_sums,
     ward_merge,
 )
-from privclust.cluster._coreset.tree import Grid, depth_for_k, leaf_capacity, leaf_summary
+from privclust.cluster._coreset.tree import (
+    Grid,
+    depth_for_k,
+    leaf_capacity,
+    leaf_summary,
+    significance_floor,
+)
 from privclust.privacy import DELTA_CAP
 
 BOUNDS = (-30.0, 30.0)
@@ -475,6 +482,9 @@ def test_without_k_a_narrow_tree_gives_its_deep_levels_more():
     assert all(a < b for a, b in zip(eps, eps[1:], strict=False))
     assert eps[-1] / eps[0] == pytest.approx(coreset_module.NO_K_GROWTH ** 6)
     assert no_k.privacy_report_.total().epsilon == pytest.approx(1.0, rel=1e-9)
+    # the smallest findable cluster, from the plan: the top level's floor (the largest)
+    top = significance_floor(eps[0], 2)
+    assert f"about {math.ceil(top)} records standing apart" in no_k.privacy_report_.notes[-1]
     given = levels(_fit(X, n_clusters=20, epsilon=1.0, bounds=(-12, 12), random_state=0,
                         max_depth=7))
     assert given[0] == pytest.approx(given[-1])

@@ -145,15 +145,9 @@ GIVEN_K_N_LLOYD = 2
 #: with equal budgets, 0.44 with growth 1.6), so wider trees keep equal budgets; in 2-d, growth
 #: 1.6 starved the top levels too (20 tight blobs of 150 records at epsilon 1: ARI 0.76 with
 #: equal budgets, 0.49 with 1.6, 0.76 with 1.3).
-#: (``NO_K_LEAVES``: when the released record count leaves the deepest level room for fewer
-#: leaves than this, the tree stops at the deepest level that has it, at least
-#: ``NO_K_MIN_DEPTH``; 0, off: measured, cutting levels coarsened the grid more than the
-#: lower floor helped.)
 NO_K_MAX_DIMS = 5
 NO_K_GROWTH = 1.3
 NO_K_SUPPORT_SCALES = 1.0
-NO_K_LEAVES = 0.0
-NO_K_MIN_DEPTH = 4
 WIDE_FIRST_SHARE = 0.4
 #: Data with more features ("wide") chooses k among clusterings of the coreset in the
 #: projection, scored there (the k-d tree's distances cost O(d) each, and each refined point's
@@ -511,8 +505,6 @@ class CoresetKMeans(PrivateClusterMixin):
             n_hat = self._record_count(engine, mech, plan, plan.epsilon * shares[0])
             if k_user is not None and self.max_depth is None and not wide:
                 levels, budgets = self._given_k_levels(plan, levels, budgets, k_user, n_hat, p)
-            elif no_k:
-                levels, budgets = self._no_k_levels(plan, levels, budgets, n_hat, p)
             rho = None
             if space.projected:
                 rho = self._data_radius(engine, mech, space, wide)
@@ -529,6 +521,9 @@ class CoresetKMeans(PrivateClusterMixin):
                 engine, tree_engine, mech, space, grid, points, weights, spread2, budgets_,
                 rho, (k_user, k_cap, n_hat, eps), gen, step)
         report.notes += self._notes(space, depth, released, points, k, k_user, steps)
+        if k_user is None:
+            report.notes.append(self._smallest_note(budgets, space.box.shape[0], eps_steps,
+                                                    wide))
         self.coreset_ = points
         self.coreset_weights_ = weights
         self.coreset_spread_ = spread2
@@ -648,25 +643,18 @@ class CoresetKMeans(PrivateClusterMixin):
         return levels[:grown], [plan.item(name).epsilon for name in levels[:grown]]
 
     @staticmethod
-    def _no_k_levels(plan, levels, budgets, n_hat, p):
-        """Without k: the deepest tree (at least ``NO_K_MIN_DEPTH`` levels) whose last level,
-        with the budget of the levels not grown spread over the others in equal parts, has
-        room for ``NO_K_LEAVES`` leaves: ``n_hat`` over its significance floor (a privacy
-        filter: budgets chosen from the released record count, the plan's total unchanged).
-        Returns the levels and their budgets."""
-        grown = len(levels)
-        while grown > NO_K_MIN_DEPTH:
-            last = budgets[grown - 1] + math.fsum(budgets[grown:]) / grown
-            if n_hat / significance_floor(last, p) >= NO_K_LEAVES:
-                break
-            grown -= 1
-        if grown == len(levels):
-            return levels, budgets
-        plan.spread_unspent(levels[grown:], levels[:grown],
-                            f"no k, {grown} levels: the deepest tree with room for "
-                            f"{NO_K_LEAVES:g} leaves (at least {NO_K_MIN_DEPTH} levels), "
-                            "from the released record count")
-        return levels[:grown], [plan.item(name).epsilon for name in levels[:grown]]
+    def _smallest_note(budgets, p, eps_steps, wide) -> str:
+        """The smallest cluster standing apart that the fit can find, from public values (the
+        plan's budgets): its records must reach every level's significance floor in the cell
+        holding it, and its refined (or recovered) point the choice's support floor."""
+        tree = max((significance_floor(b, p) for b in budgets if b > 0), default=0.0)
+        scales = SUPPORT_SCALES if wide else NO_K_SUPPORT_SCALES if p <= NO_K_MAX_DIMS \
+            else CHOICE_SUPPORT_SCALES
+        support = scales / (COUNT_SHARE * eps_steps[0]) if eps_steps else 0.0
+        return (f"smallest findable cluster (from public values): about "
+                f"{math.ceil(max(tree, support))} records standing apart (tree levels' "
+                f"significance floors up to {tree:.0f}, the choice's support floor "
+                f"{support:.0f})")
 
     @staticmethod
     def _data_radius(engine, mech, space, wide) -> float:
