@@ -4,6 +4,7 @@ only, round-trips through a model file and runs from the command line."""
 from __future__ import annotations
 
 import json
+import math
 import warnings
 
 import numpy as np
@@ -22,7 +23,13 @@ from privclust.cluster._coreset.select import (
     silhouette_sums,
     ward_merge,
 )
-from privclust.cluster._coreset.tree import Grid, depth_for_k, leaf_capacity, leaf_summary
+from privclust.cluster._coreset.tree import (
+    Grid,
+    depth_for_k,
+    leaf_capacity,
+    leaf_summary,
+    significance_floor,
+)
 from privclust.privacy import DELTA_CAP
 
 BOUNDS = (-30.0, 30.0)
@@ -240,7 +247,7 @@ def _check_all(make, X, bounds):
 
 @pytest.mark.parametrize("case", ["public", "private", "pure", "k given", "projected",
                                   "wide", "k given, fewer levels", "sampled score",
-                                  "wide, sampled score"])
+                                  "wide, sampled score", "no k, default depth"])
 def test_decides_from_releases_only(case, monkeypatch):
     if "sampled" in case:  # the choice of k scores a Poisson sample of about 300 records
         monkeypatch.setattr(coreset_module, "SCORE_SAMPLE", 9.0)
@@ -251,7 +258,8 @@ def test_decides_from_releases_only(case, monkeypatch):
     kw = {"epsilon": 1.0, "bounds": (-3.0, 3.0), "random_state": 5, "max_depth": 4}
     kw |= {"private": {"bounds": "private"}, "pure": {"delta": 0.0},
            "k given": {"n_clusters": 3},
-           "k given, fewer levels": {"n_clusters": 8, "max_depth": None}}.get(case, {})
+           "k given, fewer levels": {"n_clusters": 8, "max_depth": None},
+           "no k, default depth": {"max_depth": None}}.get(case, {})
     _check_all(lambda: CoresetKMeans(**kw), X, (-3.0, 3.0))
 
 
@@ -457,6 +465,42 @@ def test_given_k_a_thin_tree_grows_fewer_levels_with_their_budget():
         other = _fit(X, epsilon=0.3, random_state=0, **kw).privacy_report_
         assert {line["item"]: line for line in other.plan}["cell counts, level 7"][
             "epsilon"] > 0
+
+
+def test_without_k_a_narrow_tree_gives_its_deep_levels_more():
+    """Without k on data of at most 5 tree dimensions the levels' budgets grow with depth
+    (the total unchanged); given k, or on wider trees, they stay equal."""
+    X, _ = make_blobs(3000, 2, centers=20, cluster_std=0.25, center_box=(-10, 10),
+                      random_state=3)
+
+    def levels(model):
+        plan = {line["item"]: line["epsilon"] for line in model.privacy_report_.plan}
+        return [plan[f"cell counts, level {lv}"] for lv in range(1, 8)]
+
+    no_k = _fit(X, epsilon=1.0, bounds=(-12, 12), random_state=0)
+    eps = levels(no_k)
+    assert all(a < b for a, b in zip(eps, eps[1:], strict=False))
+    assert eps[-1] / eps[0] == pytest.approx(coreset_module.NO_K_GROWTH ** 6)
+    assert no_k.privacy_report_.total().epsilon == pytest.approx(1.0, rel=1e-9)
+    # the smallest findable cluster, from the plan: the top level's floor (the largest)
+    top = significance_floor(eps[0], 2)
+    assert f"about {math.ceil(top)} records standing apart" in no_k.privacy_report_.notes[-1]
+    given = levels(_fit(X, n_clusters=20, epsilon=1.0, bounds=(-12, 12), random_state=0,
+                        max_depth=7))
+    assert given[0] == pytest.approx(given[-1])
+    X10, _ = make_blobs(3000, 10, centers=5, random_state=0)
+    wider = levels(_fit(X10, epsilon=1.0, bounds=(-15, 15), random_state=0))
+    assert wider[0] == pytest.approx(wider[1])
+
+
+def test_without_k_a_thin_coreset_keeps_most_clusters():
+    """20 tight clusters of 150 records in 2-d at epsilon 1 without k: most are found (equal
+    level budgets and two support scales found 12 to 16 over these seeds)."""
+    X, y = make_blobs(3000, 2, centers=20, cluster_std=0.25, center_box=(-10, 10),
+                      random_state=3)
+    found = [_fit(X, epsilon=1.0, bounds=(-12, 12), random_state=s).n_clusters_
+             for s in range(3)]
+    assert min(found) >= 14
 
 
 def test_a_tree_without_cells_passes_its_rho_on():

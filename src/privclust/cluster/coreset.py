@@ -34,6 +34,7 @@ from ._coreset.combine import (
     inverse_variance,
     lost_clusters,
     merged_centres,
+    smallest_cluster_note,
     supported,
 )
 from ._coreset.refine import COUNT_SHARE, ball_step, centre_variance, corrected_nearest
@@ -45,7 +46,15 @@ from ._coreset.select import (
     silhouette_sums,
     ward_merge,
 )
-from ._coreset.tree import Grid, Space, depth_for_k, grow, leaf_summary, level_budgets
+from ._coreset.tree import (
+    Grid,
+    Space,
+    depth_for_k,
+    grow,
+    leaf_summary,
+    level_budgets,
+    significance_floor,
+)
 
 __all__ = ["CoresetKMeans"]
 
@@ -127,6 +136,13 @@ GIVEN_K_OVER = 1.3
 GIVEN_K_LEAVES = 4.0
 GIVEN_K_MIN_DEPTH = 4
 GIVEN_K_N_LLOYD = 2
+#: Without k, trees of at most ``NO_K_MAX_DIMS`` dimensions (``max_depth=None``): level ``l``'s
+#: budget is proportional to ``NO_K_GROWTH ** l`` (deep cells hold pieces of clusters) and a
+#: refined point is kept for the choice at ``NO_K_SUPPORT_SCALES`` noise scales of its count.
+#: Wider trees keep equal budgets (a threshold grows with ``ln 2^p``). See the documentation.
+NO_K_MAX_DIMS = 5
+NO_K_GROWTH = 1.3
+NO_K_SUPPORT_SCALES = 1.0
 WIDE_FIRST_SHARE = 0.4
 #: Data with more features ("wide") chooses k among clusterings of the coreset in the
 #: projection, scored there (the k-d tree's distances cost O(d) each, and each refined point's
@@ -166,8 +182,10 @@ class CoresetKMeans(PrivateClusterMixin):
        2022; for more than ``n_projected`` features, in a public random projection of the
        clipped records, as in DPCube, Balcan et al. ICML 2017): level by level the record
        counts of the children of every released cell, released with the linear-time pure-DP
-       sparse histogram. Projected, a private quantile of the records' distances from the
-       middle of the bounds first narrows the projected box (private bounds are often several
+       sparse histogram (equal budgets per level; without k on a tree of at most
+       ``NO_K_MAX_DIMS`` dimensions, growing by ``NO_K_GROWTH`` per level: parameters only).
+       Projected, a private quantile of the records' distances from the middle of the bounds
+       first narrows the projected box (private bounds are often several
        times wider than the data) and sets the radius of the refinement's balls.
     3. **The coreset**: the released leaves at their centres, each with its noisy count (a
        cell's noisy count less its released children's is shared among them; for data over
@@ -180,7 +198,8 @@ class CoresetKMeans(PrivateClusterMixin):
        (:mod:`privclust.cluster._coreset.refine`): the coreset moved onto the data's means.
     5. **The choice of k** (:mod:`privclust.cluster._coreset.select`): for every candidate k,
        weighted k-means on the refined points (post-processing; without k, the points whose noisy
-       size reaches ``CHOICE_SUPPORT_SCALES`` noise scales of the step's count: a cluster split
+       size reaches ``CHOICE_SUPPORT_SCALES`` noise scales of the step's count, or
+       ``NO_K_SUPPORT_SCALES`` on trees of at most ``NO_K_MAX_DIMS`` dimensions: a cluster split
        among several coreset points keeps them) gives k centres; the exponential mechanism picks one
        candidate by the simplified silhouette summed over the records of a Poisson sample of public
        rate (about ``SCORE_SAMPLE / eps_select`` records, every record of smaller data; sensitivity
@@ -257,7 +276,8 @@ class CoresetKMeans(PrivateClusterMixin):
     max_depth : int or None
         Levels of the tree (None: 7; given ``n_clusters`` on data up to 50 features, fewer,
         down to 4, when the released record count and epsilon leave the tree room for fewer
-        than 4 leaves per cluster; the levels not grown give their budget to the others).
+        than 4 leaves per cluster; the levels not grown give their budget to the others;
+        without k on at most 5 features, levels' budgets growing by 1.3 per level).
     n_lloyd : int or None
         Lloyd steps after the choice of k (None: 1; 2 given ``n_clusters``; 3 for data over 50
         features).
@@ -388,7 +408,7 @@ class CoresetKMeans(PrivateClusterMixin):
         return [first] + [f"Lloyd step {i + 1}" for i in range(n_lloyd)]
 
     @staticmethod
-    def _plan_items(plan, depth, shares, steps, pure, projected, wide=False):
+    def _plan_items(plan, depth, shares, steps, pure, projected, wide, growth):
         """Line items: the record count, one per tree level (and the retry), the sizes and
         sums of every refinement step (wide data: a Lloyd step's ball radius first). Returns
         ``(levels, budgets, step items, eps_steps)``."""
@@ -403,7 +423,7 @@ class CoresetKMeans(PrivateClusterMixin):
             plan.add(_ITEM_RADIUS, "exponential (quantile)", "pure", eps_radius)
         if eps_select:
             plan.add(_ITEM_SELECT, "exponential", "pure", eps_select)
-        budgets = level_budgets(eps_tree, depth, LEVEL_GROWTH)
+        budgets = level_budgets(eps_tree, depth, growth)
         levels = [f"cell counts, level {lv}" for lv in range(1, depth + 1)]
         for name, b in zip(levels, budgets, strict=True):
             plan.add(name, "geometric sparse histogram", "pure", b)
@@ -470,8 +490,9 @@ class CoresetKMeans(PrivateClusterMixin):
         gen = source.generator
         space = Space(bounds, p, gen)  # public randomness
         shift = gen.uniform(0.0, 1.0, size=p)  # public: the grid's shift, in box widths
-        levels, budgets, items, eps_steps = self._plan_items(plan, depth, shares, steps,
-                                                             pure_plan, space.projected, wide)
+        no_k = k_user is None and self.max_depth is None and not wide and p <= NO_K_MAX_DIMS
+        levels, budgets, items, eps_steps = self._plan_items(plan, depth, shares, steps, pure_plan,
+            space.projected, wide, NO_K_GROWTH if no_k else LEVEL_GROWTH)
         self._reserve_plan(plan, accountant, "CoresetKMeans")
 
         engine = self._make_engine(X, bounds)
@@ -497,6 +518,11 @@ class CoresetKMeans(PrivateClusterMixin):
                 engine, tree_engine, mech, space, grid, points, weights, spread2, budgets_,
                 rho, (k_user, k_cap, n_hat, eps), gen, step)
         report.notes += self._notes(space, depth, released, points, k, k_user, steps)
+        if k_user is None:  # the smallest findable cluster, from the plan's budgets
+            scales = SUPPORT_SCALES if wide else self._choice_scales(space.box.shape[0])
+            report.notes.append(smallest_cluster_note([significance_floor(
+                b, space.box.shape[0]) for b in budgets if b > 0], scales / (
+                COUNT_SHARE * eps_steps[0]) if eps_steps else 0.0))
         self.coreset_ = points
         self.coreset_weights_ = weights
         self.coreset_spread_ = spread2
@@ -543,8 +569,8 @@ class CoresetKMeans(PrivateClusterMixin):
             R, R_sizes, R_spread = self._overcluster(engine, tree_engine, mech, space, points,
                                                      spread2, steps[0], rho)
             if R.shape[0]:  # points the data does not support would draw a centre of their own
-                keep = supported(R_sizes, steps[0].epsilon, scales=SUPPORT_SCALES
-                                 if choice[0] is not None else CHOICE_SUPPORT_SCALES)
+                keep = supported(R_sizes, steps[0].epsilon, scales=SUPPORT_SCALES if choice[0]
+                                 is not None else self._choice_scales(space.box.shape[0]))
                 R, R_sizes = R[keep], R_sizes[keep]
                 R_spread = None if R_spread is None else R_spread[keep]
             k, centres, ks = self._choose(engine.X, space.bounds, R, R_sizes, *choice, gen,
@@ -613,6 +639,10 @@ class CoresetKMeans(PrivateClusterMixin):
                             f"{GIVEN_K_LEAVES:g} leaves per cluster (at least "
                             f"{GIVEN_K_MIN_DEPTH} levels), from the released record count")
         return levels[:grown], [plan.item(name).epsilon for name in levels[:grown]]
+
+    @staticmethod
+    def _choice_scales(p) -> float:
+        return NO_K_SUPPORT_SCALES if p <= NO_K_MAX_DIMS else CHOICE_SUPPORT_SCALES
 
     @staticmethod
     def _data_radius(engine, mech, space, wide) -> float:

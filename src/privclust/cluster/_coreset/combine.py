@@ -12,7 +12,7 @@ from .._base import nearest_centre
 from .refine import COUNT_SHARE
 
 __all__ = ["SUPPORT_SCALES", "extra_centres", "inverse_variance", "lost_clusters",
-           "merged_centres", "support_floor", "supported"]
+           "merged_centres", "smallest_cluster_note", "support_floor", "supported"]
 
 #: A refined coreset point (and, for wide data, a recovered cluster) is kept when its noisy
 #: size reaches this many noise scales of its count (an empty one passes with probability about
@@ -89,3 +89,14 @@ def merged_centres(points, sizes, var, centres):
     den = np.bincount(lab, weights=w, minlength=k)
     return (np.rint(den).astype(np.int64),
             np.where(den > 0, num / np.maximum(den**2, 1e-300), np.inf))
+
+
+def smallest_cluster_note(tree_floors, support) -> str:
+    """The report's line on the smallest cluster standing apart that a fit without k can find
+    (public values: the plan's budgets): its records must reach every tree level's
+    significance floor (``tree_floors``) in the cell holding it, and its refined (or
+    recovered) point the choice's support floor (``support``)."""
+    tree = max(tree_floors, default=0.0)
+    return (f"smallest findable cluster (from public values): about "
+            f"{int(np.ceil(max(tree, support)))} records standing apart (tree levels' "
+            f"significance floors up to {tree:.0f}, the choice's support floor {support:.0f})")
