@@ -483,7 +483,7 @@ def test_without_k_a_narrow_tree_gives_its_deep_levels_more():
     assert eps[-1] / eps[0] == pytest.approx(coreset_module.NO_K_GROWTH ** 6)
     assert no_k.privacy_report_.total().epsilon == pytest.approx(1.0, rel=1e-9)
     # the smallest findable cluster, from the plan: the top level's floor (the largest)
-    top = significance_floor(eps[0], 2)
+    top = significance_floor(eps[0], 1 << 2)  # 2 dimensions: 4 children per cell
     assert f"about {math.ceil(top)} records standing apart" in no_k.privacy_report_.notes[-1]
     given = levels(_fit(X, n_clusters=20, epsilon=1.0, bounds=(-12, 12), random_state=0,
                         max_depth=7))

@@ -521,7 +521,7 @@ class CoresetKMeans(PrivateClusterMixin):
         if k_user is None:  # the smallest findable cluster, from the plan's budgets
             scales = SUPPORT_SCALES if wide else self._choice_scales(space.box.shape[0])
             report.notes.append(smallest_cluster_note([significance_floor(
-                b, space.box.shape[0]) for b in budgets if b > 0], scales / (
+                b, 1 << space.box.shape[0]) for b in budgets if b > 0], scales / (
                 COUNT_SHARE * eps_steps[0]) if eps_steps else 0.0))
         self.coreset_ = points
         self.coreset_weights_ = weights
