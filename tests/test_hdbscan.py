@@ -190,3 +190,15 @@ def test_command_line(tmp_path, capsys):
     assert "clusters found: 2" in capsys.readouterr().out
     assert cli.main(["predict", str(out), str(data), "--out", str(tmp_path / "l.npy")]) == 0
     assert set(np.unique(np.load(tmp_path / "l.npy")).tolist()) <= {-1, 0, 1}
+
+
+def test_a_tree_with_dense_cells_but_no_cluster_labels_everything_noise():
+    """Dense released cells, but no component holds ``min_cluster_size``: the fit warns and
+    every record (and a new one) is noise, instead of an IndexError on the empty labels."""
+    X = np.random.default_rng(3).normal(scale=1e-9, size=(60, 5))
+    with pytest.warns(UserWarning, match="found no cluster"):
+        model = DPHDBSCAN(epsilon=2.0, min_cluster_size=500, max_depth=4,
+                          bounds=(-2e-08, 2e-08), random_state=851).fit(X)
+    assert model.n_clusters_ == 0
+    assert (model.labels_ == -1).all()
+    assert (model.predict(X[:3]) == -1).all()

@@ -118,6 +118,8 @@ class ClusterTree:
         """The label of every dense cell of ``levels[i]`` (-1: in no kept cluster)."""
         lv = self.levels[i]
         cl = self.of[i][lv.component]
+        if self.label.size == 0:  # no cluster at all: every cell is noise
+            return np.full(cl.shape, -1, dtype=np.int64)
         return np.where(cl >= 0, self.label[np.maximum(cl, 0)], -1)
 
 
