@@ -64,8 +64,9 @@ def few():
 
 
 # ---------------------------------------------------------------------- (c) refusals
-def charged(fit, accountant: Accountant, booking: Budget, match: str) -> None:
-    """``fit()`` refuses (``match``) and ``accountant`` keeps ``booking`` for it."""
+def charged(fit, accountant: Accountant, booking: Budget, match: str) -> float:
+    """``fit()`` refuses (``match``) and ``accountant`` keeps ``booking`` for it; returns the
+    epsilon the refusal was charged."""
     before = accountant.spent
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -76,6 +77,7 @@ def charged(fit, accountant: Accountant, booking: Budget, match: str) -> None:
         f"the refusal was charged epsilon {spent.epsilon - before.epsilon:.6g}, the booking "
         f"was {booking.epsilon:.6g}")
     assert spent.delta - before.delta == pytest.approx(booking.delta, rel=1e-9, abs=1e-18)
+    return spent.epsilon - before.epsilon
 
 
 class _StopsAfterItsRelease(DPLloyd):
@@ -124,7 +126,8 @@ def test_every_refusal_after_a_release_is_charged(case, few, blobs):
     label, fit, booking, match = _refusals(few, blobs)[case]
     accountant = Accountant(Budget(10.0, 1e-4))
     for _ in range(2):  # and charged again: refusals are not free, nor repeatable for free
-        charged(lambda: fit(accountant), accountant, booking, match)
+        assert charged(lambda: fit(accountant), accountant, booking, match) > 0
+    assert accountant.spent.epsilon == pytest.approx(2 * booking.epsilon, rel=1e-9)
 
 
 def test_morse_stopping_after_its_base_released_is_charged(blobs, monkeypatch):
@@ -136,10 +139,11 @@ def test_morse_stopping_after_its_base_released_is_charged(blobs, monkeypatch):
 
     monkeypatch.setattr(morse_base, "_pooling_seconds", lambda k, d: 1e-3 if k < 2 else 1e3)
     accountant = Accountant(Budget(10.0, 1e-4))
-    charged(lambda: MorseMerging(DPM(bounds=(-4, 4), max_depth=4), 2, epsilon=1.0,
-                                 delta=1e-6, max_components=2, accountant=accountant,
-                                 random_state=SEED).fit(blobs),
-            accountant, Budget(1.0, 1e-6), "pooling the base model's")
+    spent = charged(lambda: MorseMerging(DPM(bounds=(-4, 4), max_depth=4), 2, epsilon=1.0,
+                                         delta=1e-6, max_components=2, accountant=accountant,
+                                         random_state=SEED).fit(blobs),
+                    accountant, Budget(1.0, 1e-6), "pooling the base model's")
+    assert spent == pytest.approx(1.0, rel=1e-9)
 
 
 def test_a_refusal_before_any_release_is_free(blobs):
@@ -195,6 +199,7 @@ def _replay(make, X):
             except ReplayMismatch as exc:
                 raise ReplayMismatch(f"{label}: {exc}") from None
     assert checked > 0
+    return checked
 
 
 def _spends_its_plan(fit, accountant: Accountant, booking: Budget):
@@ -228,11 +233,12 @@ def test_a_pipeline_with_clipper_and_scaler_decides_from_releases_and_spends_its
         return make_private_pipeline(PrivateClipper(0.2), PrivateScaler(0.2), final,
                                      accountant=accountant, random_state=SEED)
 
-    _replay(lambda: _Returns(lambda X: pipe().fit(X)[-1]), blobs)
+    assert _replay(lambda: _Returns(lambda X: pipe().fit(X)[-1]), blobs) > 0
     takes_delta = ENTRIES[name].takes_delta
     accountant = Accountant(Budget(1.0, DELTA_CAP))
-    _spends_its_plan(lambda: pipe(accountant).fit(blobs), accountant,
-                     Budget(1.0, DELTA_CAP if takes_delta else 0.0))
+    report = _spends_its_plan(lambda: pipe(accountant).fit(blobs), accountant,
+                              Budget(1.0, DELTA_CAP if takes_delta else 0.0))
+    assert report.total().epsilon <= 1.0 * (1 + 1e-9)
 
 
 def test_morse_merging_is_refused_as_a_pipeline_step_before_anything_is_spent(blobs):
@@ -263,11 +269,12 @@ def test_select_n_clusters_decides_from_releases_and_spends_its_plan(name, blobs
         return select_n_clusters(base, X, [2, 4], epsilon=1.0, delta=delta,
                                  random_state=SEED, accountant=accountant)
 
-    _replay(lambda: _Returns(lambda X: select(X).best_estimator_), blobs)
+    assert _replay(lambda: _Returns(lambda X: select(X).best_estimator_), blobs) > 0
     uses_delta = delta is None and "delta" in base.get_params(deep=False)
     accountant = Accountant(Budget(1.0, DELTA_CAP))
-    _spends_its_plan(lambda: select(blobs, accountant), accountant,
-                     Budget(1.0, DELTA_CAP if uses_delta else 0.0))
+    report = _spends_its_plan(lambda: select(blobs, accountant), accountant,
+                              Budget(1.0, DELTA_CAP if uses_delta else 0.0))
+    assert report.total().epsilon <= 1.0 * (1 + 1e-9)
 
 
 MORSE_BASES = [n for n, e in ENTRIES.items() if e.morse_base is not None]
@@ -286,9 +293,11 @@ def test_morse_over_every_base_decides_from_releases_and_spends_its_plan(name, b
         return MorseMerging(base, 2, epsilon=1.0, delta=1e-6, random_state=SEED,
                             accountant=accountant)
 
-    _replay(lambda: _Returns(lambda X: morse().fit(X)), blobs)
+    assert _replay(lambda: _Returns(lambda X: morse().fit(X)), blobs) > 0
     accountant = Accountant(Budget(1.0, 1e-6))
-    _spends_its_plan(lambda: morse(accountant).fit(blobs), accountant, Budget(1.0, 1e-6))
+    report = _spends_its_plan(lambda: morse(accountant).fit(blobs), accountant,
+                              Budget(1.0, 1e-6))
+    assert report.total().epsilon <= 1.0 * (1 + 1e-9)
 
 
 def test_morse_over_a_fitted_coreset_base_decides_from_releases_and_spends_its_plan(blobs):
@@ -300,7 +309,7 @@ def test_morse_over_a_fitted_coreset_base_decides_from_releases_and_spends_its_p
         return MorseMerging(base, 2, epsilon=0.3, delta=1e-6, random_state=SEED,
                             accountant=accountant).fit(X)
 
-    _replay(lambda: _Returns(morse), blobs)
+    assert _replay(lambda: _Returns(morse), blobs) > 0
     accountant = Accountant(Budget(1.0, 2e-6))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
