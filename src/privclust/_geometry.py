@@ -12,7 +12,8 @@ import numpy as np
 from ._scratch import scratch
 
 __all__ = ["block_rows", "flat_cell_keys", "group_column_sums", "most_likely_labeller",
-           "nearest_centres", "project_rows", "rows_outside", "single_threaded_blas"]
+           "nearest_centres", "project_rows", "projected_box", "rows_outside",
+           "single_threaded_blas"]
 
 _BLOCK_ELEMENTS = 1 << 16  # (rows, centres) distances per block: fits in cache
 _SCRATCH_ELEMENTS = 1 << 20  # values of the rows per block, at most
@@ -105,6 +106,15 @@ def nearest_centres(X, centres, *, return_sq_distance: bool = False, chunk_rows=
                 diff = Xs[:m] - Cs[j]
                 dist[start:start + m] = np.einsum("ij,ij->i", diff, diff)
     return (idx, dist) if return_sq_distance else idx
+
+
+def projected_box(G, bounds) -> np.ndarray:
+    """The box (p, 2) that holds ``G (x - mid)`` of every ``x`` in the public ``bounds`` (d, 2):
+    ``|y_j| <= sum_l |G_jl| half_l``, padded by ``1e-9`` of itself and ``1e-12`` for the
+    rounding of the projection. Public values only."""
+    half = (bounds[:, 1] - bounds[:, 0]) / 2.0
+    reach = np.abs(G) @ half * (1.0 + 1e-9) + 1e-12
+    return np.column_stack([-reach, reach])
 
 
 def project_rows(X, mid, G, out=None) -> np.ndarray:

@@ -18,7 +18,7 @@ import warnings
 import numpy as np
 from sklearn.cluster import KMeans
 
-from .._geometry import project_rows
+from .._geometry import project_rows, projected_box
 from .._progress import fit_progress
 from ..engine import LocalEngine
 from ..engine.base import NearestCentre
@@ -79,9 +79,7 @@ class _Space:
         self.bounds = bounds
         self.G = G
         self.mid = (bounds[:, 0] + bounds[:, 1]) / 2.0
-        half = (bounds[:, 1] - bounds[:, 0]) / 2.0
-        reach = np.abs(G) @ half * (1.0 + 1e-9) + 1e-12
-        self.box = np.column_stack([-reach, reach])
+        self.box = projected_box(G, bounds)
         self.pinv = np.linalg.pinv(G)
 
     def project(self, X: np.ndarray, clipped: bool = False) -> np.ndarray:

@@ -17,7 +17,7 @@ import math
 
 import numpy as np
 
-from ..._geometry import project_rows
+from ..._geometry import project_rows, projected_box
 from ...privacy.rng import public_unit_directions
 from .._shifted_tree import ShiftedGrid, Wording, leaf_summary, significance_floor
 from .._shifted_tree import grow as _grow
@@ -38,10 +38,8 @@ class Space:
         self.projected = p < d
         self.mid = (bounds[:, 0] + bounds[:, 1]) / 2.0
         if self.projected:
-            half = (bounds[:, 1] - bounds[:, 0]) / 2.0
             self.G = math.sqrt(d / p) * public_unit_directions(generator, (p, d))
-            reach = np.abs(self.G) @ half * (1.0 + 1e-9) + 1e-12
-            self.box = np.column_stack([-reach, reach])
+            self.box = projected_box(self.G, bounds)
         else:
             self.G = None
             self.box = bounds
