@@ -37,7 +37,13 @@ from ._coreset.combine import (
     smallest_cluster_note,
     supported,
 )
-from ._coreset.refine import COUNT_SHARE, ball_step, centre_variance, corrected_nearest
+from ._coreset.refine import (
+    COUNT_SHARE,
+    ball_step,
+    centre_variance,
+    corrected_nearest,
+    point_radius,
+)
 from ._coreset.select import (
     candidate_centres,
     candidate_ks,
@@ -47,12 +53,14 @@ from ._coreset.select import (
     ward_merge,
 )
 from ._coreset.tree import (
+    NO_K_STOP_SHARE,
     Grid,
     Space,
     depth_for_k,
     grow,
     leaf_summary,
     level_budgets,
+    mass_stop,
     significance_floor,
 )
 
@@ -502,14 +510,13 @@ class CoresetKMeans(PrivateClusterMixin):
             n_hat = self._record_count(engine, mech, plan, plan.epsilon * shares[0])
             if k_user is not None and self.max_depth is None and not wide:
                 levels, budgets = self._given_k_levels(plan, levels, budgets, k_user, n_hat, p)
-            rho = None
-            if space.projected:
-                rho = self._data_radius(engine, mech, space, wide)
-                space.fit_box(rho)
+            rho = self._data_radius(engine, mech, space, wide) if space.projected else None
+            space.fit_box(rho)  # projected only
             tree_engine = LocalEngine(space.project(engine.X), space.box) if space.projected \
                 else engine
             grid = Grid(space.box, shift * (space.box[:, 1] - space.box[:, 0]))
-            released = grow(tree_engine, mech, grid, levels, budgets, _RETRY, step)
+            released = grow(tree_engine, mech, grid, levels, budgets, _RETRY, step,
+                            stop=mass_stop(n_hat, NO_K_STOP_SHARE) if no_k else None)
             points, weights, spread2 = leaf_summary(grid, released, keep_rest=wide)
             step()
             budgets_ = [Step(names, e, r) for names, e, r in zip(
@@ -580,7 +587,7 @@ class CoresetKMeans(PrivateClusterMixin):
         step()
         # the refined points' noisy sizes and noise, carried by the centres made of them
         first_radius = np.zeros(0) if not R.shape[0] else np.full(R.shape[0], rho) \
-            if space.projected else self._point_radius(R_spread, space.bounds)
+            if space.projected else point_radius(R_spread, space.bounds, BALL_FACTOR)
         sizes, var = merged_centres(R, R_sizes, centre_variance(
             first_radius, R_sizes, steps[0].epsilon, steps[0].rho, d), centres)
         # the centres' sizes are sums over the refined points nearest them, not a release about
@@ -688,19 +695,12 @@ class CoresetKMeans(PrivateClusterMixin):
                                  label="coreset step", bounds=bounds, rho=first.rho)
             return R, sizes, None
         anchors = np.clip(points, bounds[:, 0], bounds[:, 1])
-        radius = self._point_radius(spread2, bounds)
+        radius = point_radius(spread2, bounds, BALL_FACTOR)
         labels = nearest_centre(engine.X, anchors)
         R, sizes = ball_step(engine, mech, labels, anchors, radius, first.epsilon,
                              items=first.names, label="coreset step", bounds=bounds,
                              rho=first.rho)
         return R, sizes, spread2
-
-    @staticmethod
-    def _point_radius(spread2, bounds) -> np.ndarray:
-        """The coreset step's ball radius about each coreset point: ``BALL_FACTOR`` times the
-        root-mean-square distance of a point of its cell from the cell's centre."""
-        top = float(np.sqrt(np.sum(((bounds[:, 1] - bounds[:, 0]) / 2.0) ** 2)))
-        return np.clip(BALL_FACTOR * np.sqrt(spread2), 1e-9 * top + 1e-300, top)
 
     @staticmethod
     def _choose(Z, box, P, sizes, k_user, k_cap, n_hat, eps, gen, mech):

@@ -27,7 +27,7 @@ from ..._geometry import nearest_centres
 from ...engine.local import LocalGrouping
 from ...privacy import zcdp_gaussian_sigma
 
-__all__ = ["COUNT_SHARE", "ball_step", "corrected_nearest", "centre_variance"]
+__all__ = ["COUNT_SHARE", "ball_step", "corrected_nearest", "centre_variance", "point_radius"]
 
 #: Share of a step's epsilon for the noisy sizes (the rest goes to the sums: the clusters hold
 #: hundreds of records or more, so the sizes need little).
@@ -116,3 +116,11 @@ def centre_variance(radius, sizes, epsilon, rho, d) -> np.ndarray:
     # the noisy mean is shrunk into the unit ball: the noise moves a centre by at most r
     var = np.minimum((r * sd / np.maximum(n, 1.0)) ** 2, r**2 / d)
     return np.where(n >= 1, var, np.inf)
+
+
+def point_radius(spread2, bounds, factor) -> np.ndarray:
+    """The coreset step's ball radius about each coreset point: ``factor`` times the
+    root-mean-square distance of a point of its cell from the cell's centre (public: the
+    cells' geometry), at most the bounds' half-diagonal."""
+    top = float(np.sqrt(np.sum(((bounds[:, 1] - bounds[:, 0]) / 2.0) ** 2)))
+    return np.clip(factor * np.sqrt(spread2), 1e-9 * top + 1e-300, top)
