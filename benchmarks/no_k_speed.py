@@ -2,6 +2,7 @@
 
     python benchmarks/no_k_speed.py                          # every set, epsilon 1 and 0.25
     python benchmarks/no_k_speed.py --sets gen_many80_2d blobs_100k_2d --epsilons 1 --seeds 3
+    python benchmarks/no_k_speed.py --table                  # the default's table, below
 
 For each set and epsilon, ``CoresetKMeans(epsilon=e, bounds="private", random_state=s)`` without
 ``n_clusters`` ("no k") and with the true number of classes ("given k"), seeds ``0 .. seeds-1``.
@@ -16,6 +17,13 @@ and generated mixtures (``make_blobs``, ``random_state=0``): ``blobs_100k_2d`` (
 centres). ``--sets`` also takes smaller sets of Gagolewski's battery (``SMALL``). Sets absent
 from the data folder are skipped with a printed line; a fit refused up front (too few records
 for the budget) prints "refused".
+
+``--table`` prints the default's quality table instead (``TABLE`` sets unless ``--sets`` names
+others; epsilon 1, 0.5 and 0.25 unless ``--epsilons``): per set and epsilon, the mean ARI and
+the median number of clusters without k, the mean ARI given the true k, and the k-means cost at
+the released centres over non-private ``KMeans(k, n_init=10, random_state=0)`` (medians), then
+the cells that miss the targets: without k at least the given-k ARI less 0.10, and at least k/4
+clusters wherever given k reaches ARI 0.4.
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ import time
 import warnings
 
 import numpy as np
+from sklearn.cluster import KMeans
 from sklearn.datasets import make_blobs
 
 from privclust import CoresetKMeans, datasets
@@ -38,6 +47,8 @@ SETS = ["gen_many80_2d", "gen_spiral60_2d", "gen_unequal10_5d", "dpm_synth_10d",
 #: smaller sets of Gagolewski's battery (``--sets``), where the choice of k collapsed to 2
 SMALL = ["sipu_a1", "sipu_a2", "sipu_s2", "sipu_s4", "other_hdbscan", "wut_graph",
          "fcps_engytime"]
+#: ``--table``: Gagolewski's sets and the generated sets of the data folder
+TABLE = SMALL + ["gen_unequal10_5d", "gen_spiral60_2d", "gen_many80_2d"]
 #: generated mixtures: (n, d, centres, cluster_std, centre box half-width)
 BLOBS = {"blobs_100k_2d": (100_000, 2, 100, 1.0, 100.0),
          "blobs_200k_20d": (200_000, 20, 32, 3.0, 100.0),
@@ -66,12 +77,69 @@ def _runs(X, y, k, epsilon, seeds):
     return float(np.mean(a)), statistics.median(kk), statistics.median(t)
 
 
+def _cost(X, centres):
+    d2 = ((X[:, None, :] - centres[None, :, :]) ** 2).sum(axis=2)
+    return float(d2.min(axis=1).sum())
+
+
+def _quality(X, y, k, epsilon, seeds, base):
+    """Mean ARI, median clusters and median cost ratio over the seeds; None if refused."""
+    out = []
+    for seed in range(seeds):
+        try:
+            model = CoresetKMeans(k, epsilon=epsilon, bounds="private", random_state=seed).fit(X)
+        except ValueError:  # refused up front
+            return None
+        out.append((ari(y, model.labels_), model.n_clusters_,
+                    _cost(X, model.cluster_centers_) / base))
+    a, kk, c = zip(*out, strict=True)
+    return float(np.mean(a)), statistics.median(kk), statistics.median(c)
+
+
+def table(sets, epsilons, seeds):
+    """The default's quality table (module docstring) and the cells that miss its targets."""
+    print("| set (n, k) | " + " | ".join(f"eps {e:g}: no k (ARI / k / cost) | given k (ARI / "
+                                          "cost)" for e in epsilons) + " |")
+    print("|---|" + "---|---|" * len(epsilons))
+    misses = []
+    for name in sets:
+        try:
+            X, y = _load(name)
+        except (DatasetNotFoundError, FileNotFoundError, OSError) as exc:
+            print(f"(skipping {name}: {exc})", file=sys.stderr)
+            continue
+        X = np.asarray(X, dtype=np.float64)
+        k = int(np.unique(y[y >= 0]).size)
+        base = _cost(X, KMeans(k, n_init=10, random_state=0).fit(X).cluster_centers_)
+        cells = []
+        for eps in epsilons:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                no_k, given = (_quality(X, y, kk, eps, seeds, base) for kk in (None, k))
+            if no_k is None or given is None:
+                cells += ["refused", "refused"]
+                continue
+            cells += [f"{no_k[0]:.3f} / {no_k[1]:g} / {no_k[2]:.2f}x",
+                      f"{given[0]:.3f} / {given[2]:.2f}x"]
+            if no_k[0] < given[0] - 0.10 or (given[0] >= 0.4 and no_k[1] < k / 4):
+                misses.append(f"{name} at {eps:g}: {no_k[0]:.3f} / {no_k[1]:g} clusters without "
+                              f"k, {given[0]:.3f} given k")
+        print(f"| {name} ({X.shape[0]:,}, {k}) | " + " | ".join(cells) + " |", flush=True)
+    print(f"Target 1 missed in {len(misses)} cell(s)" + "".join(f"\n- {m}" for m in misses))
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--seeds", type=int, default=3, help="seeds per cell (default 3)")
-    p.add_argument("--epsilons", type=float, nargs="+", default=[1.0, 0.25])
-    p.add_argument("--sets", nargs="+", default=SETS, choices=SETS + SMALL)
+    p.add_argument("--epsilons", type=float, nargs="+", default=None)
+    p.add_argument("--sets", nargs="+", default=None, choices=SETS + SMALL)
+    p.add_argument("--table", action="store_true", help="the default's quality table")
     args = p.parse_args(argv)
+    if args.table:
+        table(args.sets or TABLE, args.epsilons or [1.0, 0.5, 0.25], args.seeds)
+        return
+    args.sets = args.sets or SETS
+    args.epsilons = args.epsilons or [1.0, 0.25]
     print("| set (n x d, k) | epsilon | no k: ARI / clusters / time | given k: ARI / time | "
           "time ratio |")
     print("|---|---|---|---|---|")
