@@ -162,9 +162,9 @@ def test_the_choice_scores_a_poisson_sample_of_public_rate(blobs, monkeypatch):
     monkeypatch.setattr(coreset_module, "SCORE_SAMPLE", 36.0)  # about a fifth of the records
     seen = []
 
-    def spy(Y, candidates):
+    def spy(Y, candidates, *anchors):
         seen.append(Y.shape[0])
-        return silhouette_sums(Y, candidates)
+        return silhouette_sums(Y, candidates, *anchors)
 
     monkeypatch.setattr(coreset_module, "silhouette_sums", spy)
     model = _fit(X)
@@ -444,7 +444,7 @@ def test_depth_for_k_stops_where_the_leaves_suffice():
 def test_given_k_a_thin_tree_grows_fewer_levels_with_their_budget():
     """Given k on data whose released count leaves too few leaves per cluster: the levels
     not grown give their epsilon to the others, the report says so, the total is the plan's;
-    with max_depth set, or without k, every level is planned and grown as asked."""
+    with max_depth set, or without k, every level is planned as asked."""
     X, _ = make_blobs(4000, 4, centers=12, cluster_std=0.3, center_box=(-2.5, 2.5),
                       random_state=0)
     model = _fit(X, n_clusters=12, epsilon=0.3, random_state=0)
@@ -463,8 +463,10 @@ def test_given_k_a_thin_tree_grows_fewer_levels_with_their_budget():
                      "cluster sums, Lloyd step 2"}
     for kw in ({"n_clusters": 12, "max_depth": 7}, {}):
         other = _fit(X, epsilon=0.3, random_state=0, **kw).privacy_report_
+        assert not any("given k =" in note for note in other.notes)
+        # planned (without k a level may stop the tree and take the budget of those below)
         assert {line["item"]: line for line in other.plan}["cell counts, level 7"][
-            "epsilon"] > 0
+            "epsilon"] > 0 or any("the tree stopped at level" in n for n in other.notes)
 
 
 def test_without_k_a_narrow_tree_gives_its_deep_levels_more():

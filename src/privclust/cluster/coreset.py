@@ -187,14 +187,13 @@ class CoresetKMeans(PrivateClusterMixin):
        bounds (:func:`privclust.private_bounds`); a noisy record count ``n_hat`` follows (it
        sets delta with ``delta=None`` and caps the k considered).
     2. **A private tree** (the randomly shifted quadtree of HST k-means, Cohen-Addad et al. KDD
-       2022; for more than ``n_projected`` features, in a public random projection of the
-       clipped records, as in DPCube, Balcan et al. ICML 2017): level by level the record
-       counts of the children of every released cell, released with the linear-time pure-DP
-       sparse histogram (equal budgets per level; without k on a tree of at most
-       ``NO_K_MAX_DIMS`` dimensions, growing by ``NO_K_GROWTH`` per level: parameters only).
-       Projected, a private quantile of the records' distances from the middle of the bounds
-       first narrows the projected box (private bounds are often several
-       times wider than the data) and sets the radius of the refinement's balls.
+       2022; for more than ``n_projected`` features, in a public random projection of the clipped
+       records, as in DPCube, Balcan et al. ICML 2017): level by level the record counts of the
+       children of every released cell, released with the linear-time pure-DP sparse histogram
+       (equal budgets per level; without k on at most ``NO_K_MAX_DIMS`` dimensions, growing by
+       ``NO_K_GROWTH`` per level and stopping where a level's significant cells hold under
+       ``NO_K_STOP_SHARE`` of the level above's). Projected, a private quantile of the distances
+       from the middle of the bounds narrows the projected box and sets the balls' radius.
     3. **The coreset**: the released leaves at their centres, each with its noisy count (a
        cell's noisy count less its released children's is shared among them; for data over
        50 features a rest that reaches the children's significance floor stays on the cell,
@@ -237,26 +236,27 @@ class CoresetKMeans(PrivateClusterMixin):
     (two-sided geometric, sensitivity 1), the radius (projected data: the exponential mechanism over
     the gaps of the distances, each record's rank moving by at most 1; likewise before every Lloyd
     step, from the step's budget), the tree's levels (each level's cells partition the records:
-    sensitivity 1 per level; a level that releases nothing is released once more with the budget of
-    the levels below, a privacy filter, so every path spends the plan; given k, how many levels
-    grow, and so each level's budget, is chosen from the released record count, the total unchanged:
-    again a filter), the choice of k (exponential mechanism, sensitivity 1: the candidates are
-    public, computed from released values, and each record of the sample adds one term in ``[0, 1]``
-    to every score, rounded down to a public grid and summed exactly; a record's place in the
-    Poisson sample is one public uniform draw of its own, so adding or removing a record adds or
-    removes at most its own term; the scores are monotone, so without the factor 2; no amplification
-    by the sampling is claimed) and every refinement step (sizes: two-sided geometric, sensitivity
-    1; sums of ``(x - a) / r`` over records within ``r`` of ``a``: every term in the unit ball, L2
-    sensitivity 1 for the Gaussian mechanism, L1 ``sqrt(d)`` for Laplace; the clusters are disjoint,
-    so each step is one release of each). With ``delta > 0`` the sums of all the steps form one zCDP
-    block (Bun and Steinke, TCC 2016, Prop. 1.6 and Lemma 2.3): step ``i`` adds Gaussian noise of
-    scale ``1 / sqrt(2 rho_i)``, the ``rho_i`` (in proportion to the steps' epsilon) sum to the
-    block's rho, and the ledger converts that rho once to the block's epsilon at the plan's delta;
-    ``delta=None`` takes ``min(1e-5, n_hat^-1.5)`` from the released count and reserves 1e-5.
-    Everything else (the projection, the grid's shift and the k-means seeds: public randomness; the
-    coreset, the candidates, the balls' anchors and radii, which clusters are kept, which balls lost
-    theirs: post-processing of released values) reads no record. Records are clipped to the bounds.
-    The sparse histograms are pure DP in the Real-RAM model (their tail sampling uses floating-point
+    sensitivity 1 per level; a level that releases nothing, or where the tree stops, is released
+    once more with the budget of the levels below, a privacy filter, so every path spends the plan;
+    given k, how many levels grow, and so each level's budget, is chosen from the released record
+    count, the total unchanged: again a filter), the choice of k (exponential mechanism, sensitivity
+    1: the candidates are public, computed from released values, and each record of the sample adds
+    one term in ``[0, 1]``, a function of the record and public values, to every score, rounded down
+    to a public grid and summed exactly; a record's place in the Poisson sample is one public
+    uniform draw of its own, so adding or removing a record adds or removes at most its own term;
+    the scores are monotone, so without the factor 2; no amplification by the sampling is claimed)
+    and every refinement step (sizes: two-sided geometric, sensitivity 1; sums of ``(x - a) / r``
+    over records within ``r`` of ``a``: every term in the unit ball, L2 sensitivity 1 for the
+    Gaussian mechanism, L1 ``sqrt(d)`` for Laplace; the clusters are disjoint, so each step is one
+    release of each). With ``delta > 0`` the sums of all the steps form one zCDP block (Bun and
+    Steinke, TCC 2016, Prop. 1.6 and Lemma 2.3): step ``i`` adds Gaussian noise of scale ``1 /
+    sqrt(2 rho_i)``, the ``rho_i`` (in proportion to the steps' epsilon) sum to the block's rho, and
+    the ledger converts that rho once to the block's epsilon at the plan's delta; ``delta=None``
+    takes ``min(1e-5, n_hat^-1.5)`` from the released count and reserves 1e-5. Everything else (the
+    projection, the grid's shift and the k-means seeds: public randomness; the coreset, the
+    candidates, the balls' anchors and radii, which clusters are kept, which balls lost theirs:
+    post-processing of released values) reads no record. Records are clipped to the bounds. The
+    sparse histograms are pure DP in the Real-RAM model (their tail sampling uses floating-point
     draws).
 
     Choices by measurement
@@ -727,7 +727,7 @@ class CoresetKMeans(PrivateClusterMixin):
         eps_select = mech.plan.item(_ITEM_SELECT).epsilon
         rate = min(1.0, SCORE_SAMPLE / (eps_select * max(n_hat, 1)))  # public values only
         sample = Z[poisson_sample(Z.shape[0], rate, gen)] if rate < 1.0 else Z
-        scores = silhouette_sums(sample, cands)
+        scores = silhouette_sums(sample, cands, P)
         i = int(mech.select(scores, 1.0, eps_select,
                             target=f"the number of clusters, one of {len(ks)} candidates",
                             note="score: the simplified silhouette of the records of a Poisson "

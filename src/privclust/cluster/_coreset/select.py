@@ -43,7 +43,7 @@ from sklearn.cluster import KMeans
 from ..._parallel import on_cores
 
 __all__ = ["SCORE_UNITS", "candidate_centres", "candidate_ks", "fit_centres", "poisson_sample",
-           "silhouette_sum", "silhouette_sums", "ward_merge"]
+           "silhouette_sum", "silhouette_sums", "silhouette_sums_near", "ward_merge"]
 
 #: Terms are rounded down to multiples of ``1 / SCORE_UNITS`` and added as integers.
 SCORE_UNITS = 1 << 16
@@ -51,6 +51,9 @@ SCORE_UNITS = 1 << 16
 DENSE_UP_TO = 16
 K_RATIO = 1.08
 _ROWS = 1 << 16
+#: :func:`silhouette_sums_near`: a record's two nearest centres are sought among the centres
+#: nearest its anchor, this many of them.
+NEAR_CENTRES = 3
 #: :func:`candidate_centres`: Lloyd iterations at most per candidate and restart.
 CANDIDATE_MAX_ITER = 100
 
@@ -185,9 +188,61 @@ def silhouette_sum(Y, centres) -> float:
     return total / SCORE_UNITS
 
 
-def silhouette_sums(Y, candidates) -> np.ndarray:
+def _near_centres(anchors, centres, near: int) -> np.ndarray:
+    """The ``near`` centres nearest each anchor (public values only), ``(m, near)``."""
+    d2 = ((anchors[:, None, :] - centres[None, :, :]) ** 2).sum(axis=2)
+    q = min(near, centres.shape[0])
+    part = np.argpartition(d2, q - 1, axis=1)[:, :q] if q < centres.shape[0] else \
+        np.tile(np.arange(q), (anchors.shape[0], 1))
+    return part
+
+
+def silhouette_sums_near(Y, candidates, anchors) -> np.ndarray:
+    """Every candidate's ``sum_x s(x)`` over the rows of ``Y``, with ``a`` and ``b`` the two
+    least distances from ``x`` to the ``NEAR_CENTRES`` centres of the candidate nearest the
+    public anchor nearest ``x`` (``anchors``: the points the candidates were fitted on): the
+    simplified silhouette wherever the record's two nearest centres are among them, as they
+    are for a record near its anchor. A row's anchor is found once for all the candidates (a
+    k-d tree over the anchors), and the candidates are scored together. Each term is a function
+    of the record and public values alone, in ``[0, 1]``, rounded down to a multiple of
+    ``1 / SCORE_UNITS`` and added exactly: one record changes each sum by at most 1, whatever
+    the other records and the rows' chunks."""
+    A = np.asarray(anchors, dtype=np.float64)
+    live = [i for i, c in enumerate(candidates) if np.asarray(c).shape[0] >= 2]
+    scores = np.zeros(len(candidates))
+    if not live or Y.shape[0] == 0 or A.shape[0] == 0:
+        return scores
+    d = A.shape[1]
+    parts, near, start = [], np.empty((A.shape[0], len(live), NEAR_CENTRES), np.int64), 0
+    for col, i in enumerate(live):
+        C = np.asarray(candidates[i], dtype=np.float64)
+        idx = _near_centres(A, C, NEAR_CENTRES)
+        near[:, col, :idx.shape[1]] = idx + start
+        near[:, col, idx.shape[1]:] = -1  # the sentinel: a centre at infinity
+        parts.append(C)
+        start += C.shape[0]
+    stack = np.vstack(parts + [np.full((1, d), np.inf)])
+    tree = cKDTree(A)
+    totals = np.zeros(len(live), dtype=np.int64)
+    rows = max(256, (1 << 20) // (len(live) * NEAR_CENTRES * d))
+    for lo in range(0, Y.shape[0], rows):
+        x = np.asarray(Y[lo:lo + rows], dtype=np.float64)
+        diff = stack[near[tree.query(x)[1]]] - x[:, None, None, :]
+        d2 = np.partition(np.einsum("rlqd,rlqd->rlq", diff, diff), 1, axis=2)
+        a, b = np.sqrt(d2[..., 0]), np.sqrt(d2[..., 1])
+        with np.errstate(invalid="ignore", divide="ignore"):
+            s = np.clip(np.where(b > 0, (b - a) / b, 0.0), 0.0, 1.0)
+        totals += np.floor(s * SCORE_UNITS).astype(np.int64).sum(axis=0)
+    scores[live] = totals / SCORE_UNITS
+    return scores
+
+
+def silhouette_sums(Y, candidates, anchors=None) -> np.ndarray:
     """:func:`silhouette_sum` of ``Y`` against every candidate's centres, the candidates shared
-    among the cores (each sum is exact: the same whichever thread computes it)."""
+    among the cores (each sum is exact: the same whichever thread computes it); with
+    ``anchors``, :func:`silhouette_sums_near`."""
+    if anchors is not None:
+        return silhouette_sums_near(Y, candidates, anchors)
     scores = np.zeros(len(candidates))
 
     def one(i):

@@ -1,0 +1,43 @@
+"""The choice of k's score with anchors: every record's two nearest centres sought among the
+centres nearest its anchor, all candidates scored together."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from privclust.cluster._coreset import select
+from privclust.cluster._coreset.select import (
+    silhouette_sum,
+    silhouette_sums,
+    silhouette_sums_near,
+)
+
+
+def _case(seed=0):
+    rng = np.random.default_rng(seed)
+    centres = rng.uniform(-50, 50, size=(12, 2))
+    Y = np.vstack([c + rng.normal(size=(200, 2)) for c in centres])
+    cands = [centres[:k] + rng.normal(scale=0.5, size=(k, 2)) for k in (1, 2, 3, 6, 12)]
+    return Y, cands, centres
+
+
+def test_near_scores_equal_the_exact_ones_where_the_near_centres_hold_the_two_nearest():
+    Y, cands, anchors = _case()
+    exact = np.array([silhouette_sum(Y, c) for c in cands])
+    np.testing.assert_allclose(silhouette_sums_near(Y, cands, anchors), exact, rtol=0.002)
+    # up to NEAR_CENTRES centres every centre is searched: the same sums, exactly
+    small = [c for c in cands if c.shape[0] <= select.NEAR_CENTRES]
+    np.testing.assert_array_equal(silhouette_sums(Y, small, anchors),
+                                  [silhouette_sum(Y, c) for c in small])
+
+
+def test_near_scores_move_by_at_most_one_per_record_in_one_direction():
+    Y, cands, anchors = _case(1)
+    base = silhouette_sums_near(Y, cands, anchors)
+    for extra in ([[0.0, 0.0]], [[1e3, -1e3]], [list(anchors[3])]):
+        more = silhouette_sums_near(np.vstack([Y, extra]), cands, anchors)
+        assert np.all(more - base >= 0) and np.all(more - base <= 1)
+    # the rows' order and chunks do not matter: each term is the record's own
+    perm = np.random.default_rng(2).permutation(Y.shape[0])
+    np.testing.assert_array_equal(silhouette_sums_near(Y[perm], cands, anchors), base)
+    assert base[0] == 0.0  # one centre: no second distance, no score
