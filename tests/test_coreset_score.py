@@ -41,3 +41,11 @@ def test_near_scores_move_by_at_most_one_per_record_in_one_direction():
     perm = np.random.default_rng(2).permutation(Y.shape[0])
     np.testing.assert_array_equal(silhouette_sums_near(Y[perm], cands, anchors), base)
     assert base[0] == 0.0  # one centre: no second distance, no score
+
+
+def test_the_sample_rate_is_public_and_capped_where_asked():
+    assert select.score_rate(1000, 0.03, 400.0) == 1.0  # every record of small data
+    assert select.score_rate(100_000, 0.03, 400.0) == np.float64(400.0 / 3000.0)
+    # at most about `cap` records, whatever epsilon
+    assert select.score_rate(100_000, 0.0075, 400.0, cap=16000.0) == 0.16
+    assert select.score_rate(0, 0.03, 400.0) == 1.0

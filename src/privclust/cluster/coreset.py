@@ -34,6 +34,7 @@ from ._coreset.combine import (
     inverse_variance,
     lost_clusters,
     merged_centres,
+    pass_on_rho,
     smallest_cluster_note,
     supported,
 )
@@ -45,10 +46,12 @@ from ._coreset.refine import (
     point_radius,
 )
 from ._coreset.select import (
+    SAMPLE_CAP,
     candidate_centres,
     candidate_ks,
     fit_centres,
     poisson_sample,
+    score_rate,
     silhouette_sums,
     ward_merge,
 )
@@ -119,7 +122,8 @@ CHOICE_SUPPORT_SCALES = 2.0
 #: * n_hat)`` (public: a constant, the choice's epsilon and the released record count; every
 #: record when that is 1 or more): about ``SCORE_SAMPLE / eps_select`` records, so the
 #: exponential mechanism prefers a candidate whose records' mean silhouette is higher by 0.01
-#: with odds of at least ``e^(0.01 * SCORE_SAMPLE)`` however many records there are.
+#: with odds of at least ``e^(0.01 * SCORE_SAMPLE)`` however many records there are. Scored in
+#: at most ``NO_K_MAX_DIMS`` dimensions, at most about ``SAMPLE_CAP`` (16,000) records.
 SCORE_SAMPLE = 400.0
 #: Share of the refinement's budget for the step at the coreset's resolution (one cluster per
 #: coreset point), before k is chosen; the rest goes to the ``n_lloyd`` steps at k.
@@ -583,7 +587,7 @@ class CoresetKMeans(PrivateClusterMixin):
             k, centres, ks = self._choose(engine.X, space.bounds, R, R_sizes, *choice, gen,
                                           mech)
             if points.shape[0] == 0:  # no coreset step ran: its share of the sums' block
-                steps = self._pass_on_rho(mech, steps)
+                steps = pass_on_rho(mech, steps, _ITEM_SUMS)
         step()
         # the refined points' noisy sizes and noise, carried by the centres made of them
         first_radius = np.zeros(0) if not R.shape[0] else np.full(R.shape[0], rho) \
@@ -607,18 +611,6 @@ class CoresetKMeans(PrivateClusterMixin):
         lift = proj @ np.linalg.pinv(space.G).T
         reach2 = radius**2 - np.einsum("ij,ij->i", lift, lift)
         return space.mid + lift, np.sqrt(np.maximum(reach2, (0.1 * radius) ** 2))
-
-    @staticmethod
-    def _pass_on_rho(mech, steps):
-        """The first step released nothing: its rho goes to the next step (a partly spent zCDP
-        block would leave epsilon that no line states); with no next step the block is left
-        unspent whole."""
-        if steps[0].rho <= 0:
-            return steps
-        if len(steps) == 1:
-            mech.plan.leave_unspent(_ITEM_SUMS, "the tree released no cell")
-            return steps
-        return [steps[0], steps[1]._replace(rho=steps[1].rho + steps[0].rho), *steps[2:]]
 
     @staticmethod
     def _record_count(engine, mech, plan, epsilon) -> int:
@@ -725,7 +717,8 @@ class CoresetKMeans(PrivateClusterMixin):
         ks = candidate_ks(k_max)
         cands = candidate_centres(P, w, ks, int(gen.integers(0, 2**31 - 1)), N_INIT)
         eps_select = mech.plan.item(_ITEM_SELECT).epsilon
-        rate = min(1.0, SCORE_SAMPLE / (eps_select * max(n_hat, 1)))  # public values only
+        rate = score_rate(n_hat, eps_select, SCORE_SAMPLE, SAMPLE_CAP if Z.shape[1] <=
+                          NO_K_MAX_DIMS else np.inf)  # public values only
         sample = Z[poisson_sample(Z.shape[0], rate, gen)] if rate < 1.0 else Z
         scores = silhouette_sums(sample, cands, P)
         i = int(mech.select(scores, 1.0, eps_select,

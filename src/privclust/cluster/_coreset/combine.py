@@ -12,7 +12,7 @@ from .._base import nearest_centre
 from .refine import COUNT_SHARE
 
 __all__ = ["SUPPORT_SCALES", "extra_centres", "inverse_variance", "lost_clusters",
-           "merged_centres", "smallest_cluster_note", "support_floor", "supported"]
+           "merged_centres", "pass_on_rho", "smallest_cluster_note", "support_floor", "supported"]
 
 #: A refined coreset point (and, for wide data, a recovered cluster) is kept when its noisy
 #: size reaches this many noise scales of its count (an empty one passes with probability about
@@ -100,3 +100,16 @@ def smallest_cluster_note(tree_floors, support) -> str:
     return (f"smallest findable cluster (from public values): about "
             f"{int(np.ceil(max(tree, support)))} records standing apart (tree levels' "
             f"significance floors up to {tree:.0f}, the choice's support floor {support:.0f})")
+
+
+def pass_on_rho(mech, steps, item):
+    """The first refinement step released nothing: its rho goes to the next step (a partly
+    spent zCDP block would leave epsilon that no line states); with no next step the block
+    (the plan's ``item``) is left unspent whole. ``steps``: the steps' budgets (NamedTuples
+    with a ``rho``)."""
+    if steps[0].rho <= 0:
+        return steps
+    if len(steps) == 1:
+        mech.plan.leave_unspent(item, "the tree released no cell")
+        return steps
+    return [steps[0], steps[1]._replace(rho=steps[1].rho + steps[0].rho), *steps[2:]]

@@ -42,8 +42,9 @@ from sklearn.cluster import KMeans
 
 from ..._parallel import on_cores
 
-__all__ = ["SCORE_UNITS", "candidate_centres", "candidate_ks", "fit_centres", "poisson_sample",
-           "silhouette_sum", "silhouette_sums", "silhouette_sums_near", "ward_merge"]
+__all__ = ["SAMPLE_CAP", "SCORE_UNITS", "candidate_centres", "candidate_ks", "fit_centres",
+           "poisson_sample", "score_rate", "silhouette_sum", "silhouette_sums",
+           "silhouette_sums_near", "ward_merge"]
 
 #: Terms are rounded down to multiples of ``1 / SCORE_UNITS`` and added as integers.
 SCORE_UNITS = 1 << 16
@@ -51,6 +52,9 @@ SCORE_UNITS = 1 << 16
 DENSE_UP_TO = 16
 K_RATIO = 1.08
 _ROWS = 1 << 16
+#: :func:`score_rate` in at most ``NO_K_MAX_DIMS`` dimensions: at most about this many records
+#: are scored (measured in ``CoresetKMeans``' documentation).
+SAMPLE_CAP = 16000.0
 #: :func:`silhouette_sums_near`: a record's two nearest centres are sought among the centres
 #: nearest its anchor, this many of them.
 NEAR_CENTRES = 3
@@ -156,6 +160,16 @@ def candidate_centres(points, weights, ks, seed: int, n_init: int) -> list[np.nd
         best = order[int(np.argmin(costs[:, k - 1]))]
         out.append(_lloyd(P, w, P[best[:k]]))
     return out
+
+
+def score_rate(n_hat, eps_select, score_sample, cap=float("inf")) -> float:
+    """The public rate of the choice's Poisson sample: about ``score_sample / eps_select``
+    records (the exponential mechanism then prefers a candidate whose mean silhouette is higher
+    by 0.01 with odds ``e^(0.01 * score_sample)``), at most about ``cap`` of them (then the odds
+    are ``e^(0.01 * eps_select * cap)``), every record when that is all of them. Public values
+    only: the released record count, the choice's epsilon and constants."""
+    n = max(float(n_hat), 1.0)
+    return min(1.0, score_sample / (eps_select * n), cap / n)
 
 
 def poisson_sample(n: int, rate: float, generator) -> np.ndarray:
