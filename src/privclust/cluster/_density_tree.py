@@ -9,8 +9,9 @@ single-linkage tree (Campello, Moulavi, Sander 2013): a cluster continues down t
 at most one of its components' children holds ``min_cluster_size`` records (noisy mass); where
 two or more do, it ends and each becomes a cluster of its own; children lighter than that fall
 out of it. The clusters kept are those of greatest excess of mass (EOM): the stability of a
-cluster is the mass it keeps at each level times the step in ``lambda = 1 / cell width`` to the
-next, summed over its levels, and a cluster is kept when its stability is at least the sum of
+cluster is the mass it holds at each of its levels (its birth level included) times the step in
+``lambda = 1 / cell width`` from that level to the next, summed over its levels, and a cluster
+is kept when its stability is at least the sum of
 its kept descendants'. Everything here reads released values and public geometry only.
 """
 
@@ -40,6 +41,16 @@ class DenseLevel:
     component: np.ndarray
     parent: np.ndarray
     n_components: int
+    #: the level whose cells these are when not ``level`` (several entries of one grid level:
+    #: neighbourhoods of two sizes), and the entry's density level as a power of two above
+    #: that level's ``1 / cell width``
+    width_level: int = 0
+    lam_shift: float = 0.0
+
+    @property
+    def grid_level(self) -> int:
+        """The level of the grid whose cells these are."""
+        return self.width_level or self.level
 
 
 def _pairs(cells: np.ndarray) -> np.ndarray:
@@ -164,8 +175,8 @@ def build_cluster_tree(levels: list[DenseLevel], min_cluster_size: float,
                     death[k] = lv.level - 1
         for c in np.flatnonzero(mine >= 0):
             k = mine[c]
-            if birth[k] < lv.level:  # its records are seen in the cluster down to this level
-                stab[k] += mass[c] * (lambdas[i] - lambdas[i - 1])
+            # its records stay in the cluster from this level's lambda to the next's
+            stab[k] += mass[c] * (lambdas[i + 1] - lambdas[i])
             death[k] = max(death[k], lv.level)
         of.append(mine)
         prev = mine
@@ -246,12 +257,14 @@ def labels_from_cells(X: np.ndarray, origin: np.ndarray, widths: list, cells: li
     return out
 
 
-def spread_labels(levels: list[DenseLevel], labels: list, centres: list) -> list:
+def spread_labels(levels: list[DenseLevel], labels: list, centres: list,
+                  reach: int | None = None) -> list:
     """Labels of the dense cells, with every unlabelled cell whose component holds kept cells
     further down (a component the clusters split from) given the label of the nearest of them
     (by cell centre, ``centres[i]`` per level): a record there belongs to the cluster it is
     nearest among those its component splits into, as HDBSCAN's members belong to their
-    cluster. Cells of components without kept cells below stay -1. Post-processing."""
+    cluster. Cells of components without kept cells below stay -1. ``reach``: only kept cells
+    at most that many levels below count (None: any level below). Post-processing."""
     n = len(levels)
     anc = []  # anc[j][i]: position of every dense cell of level j's ancestor at level i
     for j in range(n):
@@ -267,7 +280,7 @@ def spread_labels(levels: list[DenseLevel], labels: list, centres: list) -> list
         if todo.size == 0:
             continue
         pts, labs, comps = [], [], []
-        for j in range(i + 1, n):
+        for j in range(i + 1, n if reach is None else min(n, i + 1 + reach)):
             k = labels[j] >= 0
             pts.append(centres[j][k])
             labs.append(labels[j][k])
