@@ -246,3 +246,22 @@ def test_a_tree_with_dense_cells_but_no_cluster_labels_everything_noise():
     assert model.n_clusters_ == 0
     assert (model.labels_ == -1).all()
     assert (model.predict(X[:3]) == -1).all()
+
+
+def test_the_table_lookup_labels_as_the_cell_lookup():
+    """``predict``'s table per level (a record's finest cell shifted to every level) labels
+    every record as the look-up of its cell at every level does, records outside the root
+    included."""
+    import privclust.cluster.hdbscan as module
+
+    X, _, bounds = _sets()["blobs"]
+    model = _fit(X, bounds=bounds)
+    probe = np.vstack([X, np.random.default_rng(1).uniform(-30, 30, (500, 2))])
+    fast = model.predict(probe)
+    slow_cells, module.DENSE_LOOKUP_CELLS = module.DENSE_LOOKUP_CELLS, 0
+    try:
+        slow = model.predict(probe)
+    finally:
+        module.DENSE_LOOKUP_CELLS = slow_cells
+    np.testing.assert_array_equal(fast, slow)
+    assert (fast >= 0).mean() > 0.5

@@ -27,7 +27,7 @@ from scipy.spatial import cKDTree
 from ._shifted_tree import SIGNIFICANT_MARGIN, lookup_rows
 
 __all__ = ["ClusterTree", "build_cluster_tree", "dense_levels", "labels_from_cells",
-           "spread_labels"]
+           "labels_from_grid", "spread_labels"]
 
 
 @dataclass
@@ -254,6 +254,32 @@ def labels_from_cells(X: np.ndarray, origin: np.ndarray, widths: list, cells: li
         hit = pos >= 0
         out[todo[hit]] = lab[pos[hit]]
         todo = todo[~hit]
+    return out
+
+
+def labels_from_grid(X: np.ndarray, origin: np.ndarray, width: np.ndarray, side: int,
+                     sides: list, cells: list, labels: list) -> np.ndarray:
+    """:func:`labels_from_cells` for a grid that halves every dimension at every level:
+    ``width`` is the finest level's cell width, ``side`` its cells per dimension over the
+    root, ``sides[i]`` those of the level of ``cells[i]`` (a power of two, at most ``side``).
+    A record's cell at a level is its finest cell's index shifted right (exact: the widths
+    are the finest's times powers of two), looked up in a table of the level's labels;
+    records outside the root are -1. Same labels, one pass per level."""
+    d = X.shape[1]
+    out = np.full(X.shape[0], -1, dtype=np.int64)
+    fine = cell_of(X, origin, width)
+    inside = ((fine >= 0) & (fine < side)).all(axis=1)
+    fine = fine[inside]
+    found = np.full(fine.shape[0], -1, dtype=np.int64)
+    for s, c, lab in zip(sides, cells, labels, strict=True):  # coarsest first: finer win
+        if c.shape[0] == 0:
+            continue
+        shift = int(side).bit_length() - int(s).bit_length()
+        table = np.full(int(s) ** d, -1, dtype=np.int64)
+        table[np.ravel_multi_index(tuple(c.T), (int(s),) * d)] = lab
+        hit = table[np.ravel_multi_index(tuple((fine >> shift).T), (int(s),) * d)]
+        found = np.where(hit >= 0, hit, found)
+    out[inside] = found
     return out
 
 

@@ -39,7 +39,13 @@ from ._density_grid import (
     occupied_share,
     release_grid,
 )
-from ._density_tree import build_cluster_tree, dense_levels, labels_from_cells, spread_labels
+from ._density_tree import (
+    build_cluster_tree,
+    dense_levels,
+    labels_from_cells,
+    labels_from_grid,
+    spread_labels,
+)
 from ._shifted_tree import (
     MAX_SPLIT_DIMS,
     RETRY_ITEM,
@@ -73,6 +79,9 @@ DENSE_FACTOR = 3.0
 #: cluster only when kept cells of its component lie at most this many levels below (the
 #: border of a cluster); farther from the clusters, records are noise.
 SPREAD_REACH = 1
+#: ``predict`` looks cells up in a table per level when the finest level's grid over the root
+#: has at most this many cells (a record's cell at every level from its finest cell's index).
+DENSE_LOOKUP_CELLS = 1 << 24
 #: The grid release's line items (up to ``GRID_MAX_DIMS`` features).
 COUNT_ITEM = "record count n"
 COARSE_ITEM = "cell counts, coarse level"
@@ -450,4 +459,13 @@ class DPHDBSCAN(PrivateClusterMixin):
             widths.append(grid.width(int(level)))
             cells.append(c[keep])
             labels.append(lab[keep])
+        if len(grid.blocks) == 1 and self.tree_levels_.size:
+            # every dimension halved at every level: one finest cell index per record and a
+            # table per level, when the finest level's grid over the root is small enough
+            finest = int(self.tree_levels_[-1])
+            side = 2 ** int(grid.halvings(finest)[0])
+            if side ** Xc.shape[1] <= DENSE_LOOKUP_CELLS:
+                return labels_from_grid(Xc, self.grid_origin_, widths[-1], side,
+                                        [side >> (finest - int(lv)) for lv in self.tree_levels_],
+                                        cells, labels)
         return labels_from_cells(Xc, self.grid_origin_, widths, cells, labels)
