@@ -384,13 +384,14 @@ class DPHDBSCAN(PrivateClusterMixin):
         if mcs is None:
             mcs = default_min_cluster_size(n_hat, DENSE_SCALES * self._grid_sd)
         self._reach = SPREAD_REACH
-        self._tables(grid, dense, mcs)
+        self._tables(grid, dense, mcs, power=0.5)
 
-    def _tables(self, grid, dense, mcs):
+    def _tables(self, grid, dense, mcs, power: float = 1.0):
         """The cluster tree of the dense levels, the clusters kept and the model's tables
         (released values and public geometry only)."""
-        lam = [self._lambda(grid, lv.grid_level) * 2.0**lv.lam_shift for lv in dense]
-        lam.append(self._lambda(grid, dense[-1].grid_level + 1) if dense else 1.0)
+        lam = [self._lambda(grid, lv.grid_level, power) * 2.0**(power * lv.lam_shift)
+               for lv in dense]
+        lam.append(self._lambda(grid, dense[-1].grid_level + 1, power) if dense else 1.0)
         tree = build_cluster_tree(dense, mcs, np.asarray(lam))
         kept = np.flatnonzero(tree.selected)
         self.cluster_stability_ = tree.stability[kept]
@@ -420,10 +421,14 @@ class DPHDBSCAN(PrivateClusterMixin):
         self.first_halvings_ = grid.first
 
     @staticmethod
-    def _lambda(grid, level) -> float:
-        """The density level of ``level``: one over the geometric mean of its cell widths, in
-        units of the root's."""
-        return float(2.0 ** grid.halvings(level).mean())
+    def _lambda(grid, level, power: float = 1.0) -> float:
+        """The density level of ``level``: ``(1 / cell width)^power``, the geometric mean of
+        its cell widths in units of the root's. The tree (a like count threshold at every
+        level): ``power`` 1, HDBSCAN's ``1 / core distance``. The grid (a count threshold
+        growing as the noise of the sums, ``2^(d/2)`` per coarser level): the density
+        threshold grows by ``2^(d/2)`` per level, its ``1/d``-th power (a core distance's
+        inverse) by ``sqrt 2``: ``power`` 1/2."""
+        return float(2.0 ** (power * grid.halvings(level).mean()))
 
     # ------------------------------------------------------------------ the model
     def _check_fitted(self):
