@@ -36,8 +36,8 @@ __all__ = ["COARSE_BITS", "COARSE_SHARE", "COUNT_SHARE", "DENSE_SCALES", "GRID_B
 
 #: Features up to which DPHDBSCAN releases one dense grid (above: the shifted grid tree).
 GRID_MAX_DIMS = 3
-#: The finest grid has at most ``2^GRID_BITS`` cells (a dense histogram of 4M cells).
-GRID_BITS = 22
+#: The finest grid has at most ``2^GRID_BITS`` cells (a dense histogram of 1M cells).
+GRID_BITS = 20
 #: Share of epsilon spent on the noisy record count that sets the finest grid.
 COUNT_SHARE = 0.03
 #: Share of epsilon spent on a coarse grid (``2^COARSE_BITS`` cells) whose released counts say

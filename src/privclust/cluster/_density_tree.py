@@ -262,24 +262,25 @@ def labels_from_grid(X: np.ndarray, origin: np.ndarray, width: np.ndarray, side:
     """:func:`labels_from_cells` for a grid that halves every dimension at every level:
     ``width`` is the finest level's cell width, ``side`` its cells per dimension over the
     root, ``sides[i]`` those of the level of ``cells[i]`` (a power of two, at most ``side``).
-    A record's cell at a level is its finest cell's index shifted right (exact: the widths
-    are the finest's times powers of two), looked up in a table of the level's labels;
-    records outside the root are -1. Same labels, one pass per level."""
+    Every level's labels are painted, coarsest first, onto one table of the finest cells (a
+    cell of a level covers the finest cells inside it: the widths are the finest's times powers
+    of two), and every record is looked up once by its finest cell; records outside the root
+    are -1. Same labels, one pass over the records."""
     d = X.shape[1]
-    out = np.full(X.shape[0], -1, dtype=np.int64)
-    fine = cell_of(X, origin, width)
-    inside = ((fine >= 0) & (fine < side)).all(axis=1)
-    fine = fine[inside]
-    found = np.full(fine.shape[0], -1, dtype=np.int64)
+    table = np.full((side,) * d, -1, dtype=np.int32)
     for s, c, lab in zip(sides, cells, labels, strict=True):  # coarsest first: finer win
         if c.shape[0] == 0:
             continue
-        shift = int(side).bit_length() - int(s).bit_length()
-        table = np.full(int(s) ** d, -1, dtype=np.int64)
-        table[np.ravel_multi_index(tuple(c.T), (int(s),) * d)] = lab
-        hit = table[np.ravel_multi_index(tuple((fine >> shift).T), (int(s),) * d)]
-        found = np.where(hit >= 0, hit, found)
-    out[inside] = found
+        s, r = int(s), side // int(s)
+        level = np.full((s,) * d, -1, dtype=np.int32)
+        level[tuple(c.T)] = lab
+        view = table.reshape(sum(((s, r) for _ in range(d)), ()))
+        wide = level.reshape(sum(((s, 1) for _ in range(d)), ()))
+        np.copyto(view, wide, where=wide >= 0)
+    fine = cell_of(X, origin, width)
+    inside = ((fine >= 0) & (fine < side)).all(axis=1)
+    out = np.full(X.shape[0], -1, dtype=np.int64)
+    out[inside] = table.ravel()[np.ravel_multi_index(tuple(fine[inside].T), (side,) * d)]
     return out
 
 
@@ -292,14 +293,6 @@ def spread_labels(levels: list[DenseLevel], labels: list, centres: list,
     cluster. Cells of components without kept cells below stay -1. ``reach``: only kept cells
     at most that many levels below count (None: any level below). Post-processing."""
     n = len(levels)
-    anc = []  # anc[j][i]: position of every dense cell of level j's ancestor at level i
-    for j in range(n):
-        pos = np.arange(levels[j].cells.shape[0])
-        row = {j: pos}
-        for i in range(j - 1, -1, -1):
-            pos = levels[i + 1].parent[pos]
-            row[i] = pos
-        anc.append(row)
     out = [np.asarray(lab).copy() for lab in labels]
     for i in range(n - 1):
         todo = np.flatnonzero(out[i] < 0)
@@ -307,12 +300,16 @@ def spread_labels(levels: list[DenseLevel], labels: list, centres: list,
             continue
         pts, labs, comps = [], [], []
         for j in range(i + 1, n if reach is None else min(n, i + 1 + reach)):
-            k = labels[j] >= 0
+            k = np.flatnonzero(labels[j] >= 0)
+            pos = k  # the kept cells' ancestors at level i
+            for t in range(j, i, -1):
+                pos = levels[t].parent[pos]
             pts.append(centres[j][k])
             labs.append(labels[j][k])
-            comps.append(levels[i].component[anc[j][i][k]])
+            comps.append(levels[i].component[pos])
         pts, labs, comps = np.concatenate(pts), np.concatenate(labs), np.concatenate(comps)
-        if labs.size == 0:
+        todo = todo[np.isin(levels[i].component[todo], comps)]  # components split from
+        if labs.size == 0 or todo.size == 0:
             continue
         span = np.ptp(np.vstack([pts, centres[i]]), axis=0).max() * 4.0 + 1.0
         tree = cKDTree(np.column_stack([pts, comps * span]))
