@@ -9,8 +9,9 @@ single-linkage tree (Campello, Moulavi, Sander 2013): a cluster continues down t
 at most one of its components' children holds ``min_cluster_size`` records (noisy mass); where
 two or more do, it ends and each becomes a cluster of its own; children lighter than that fall
 out of it. The clusters kept are those of greatest excess of mass (EOM): the stability of a
-cluster is the mass it keeps at each level times the step in ``lambda = 1 / cell width`` to the
-next, summed over its levels, and a cluster is kept when its stability is at least the sum of
+cluster is the mass it holds at each of its levels (its birth level included) times the step in
+``lambda = 1 / cell width`` from that level to the next, summed over its levels, and a cluster
+is kept when its stability is at least the sum of
 its kept descendants'. Everything here reads released values and public geometry only.
 """
 
@@ -26,7 +27,7 @@ from scipy.spatial import cKDTree
 from ._shifted_tree import SIGNIFICANT_MARGIN, lookup_rows
 
 __all__ = ["ClusterTree", "build_cluster_tree", "dense_levels", "labels_from_cells",
-           "spread_labels"]
+           "labels_from_grid", "spread_labels"]
 
 
 @dataclass
@@ -40,6 +41,16 @@ class DenseLevel:
     component: np.ndarray
     parent: np.ndarray
     n_components: int
+    #: the level whose cells these are when not ``level`` (several entries of one grid level:
+    #: neighbourhoods of two sizes), and the entry's density level as a power of two above
+    #: that level's ``1 / cell width``
+    width_level: int = 0
+    lam_shift: float = 0.0
+
+    @property
+    def grid_level(self) -> int:
+        """The level of the grid whose cells these are."""
+        return self.width_level or self.level
 
 
 def _pairs(cells: np.ndarray) -> np.ndarray:
@@ -164,8 +175,8 @@ def build_cluster_tree(levels: list[DenseLevel], min_cluster_size: float,
                     death[k] = lv.level - 1
         for c in np.flatnonzero(mine >= 0):
             k = mine[c]
-            if birth[k] < lv.level:  # its records are seen in the cluster down to this level
-                stab[k] += mass[c] * (lambdas[i] - lambdas[i - 1])
+            # its records stay in the cluster from this level's lambda to the next's
+            stab[k] += mass[c] * (lambdas[i + 1] - lambdas[i])
             death[k] = max(death[k], lv.level)
         of.append(mine)
         prev = mine
@@ -246,34 +257,59 @@ def labels_from_cells(X: np.ndarray, origin: np.ndarray, widths: list, cells: li
     return out
 
 
-def spread_labels(levels: list[DenseLevel], labels: list, centres: list) -> list:
+def labels_from_grid(X: np.ndarray, origin: np.ndarray, width: np.ndarray, side: int,
+                     sides: list, cells: list, labels: list) -> np.ndarray:
+    """:func:`labels_from_cells` for a grid that halves every dimension at every level:
+    ``width`` is the finest level's cell width, ``side`` its cells per dimension over the
+    root, ``sides[i]`` those of the level of ``cells[i]`` (a power of two, at most ``side``).
+    Every level's labels are painted, coarsest first, onto one table of the finest cells (a
+    cell of a level covers the finest cells inside it: the widths are the finest's times powers
+    of two), and every record is looked up once by its finest cell; records outside the root
+    are -1. Same labels, one pass over the records."""
+    d = X.shape[1]
+    table = np.full((side,) * d, -1, dtype=np.int32)
+    for s, c, lab in zip(sides, cells, labels, strict=True):  # coarsest first: finer win
+        if c.shape[0] == 0:
+            continue
+        s, r = int(s), side // int(s)
+        level = np.full((s,) * d, -1, dtype=np.int32)
+        level[tuple(c.T)] = lab
+        view = table.reshape(sum(((s, r) for _ in range(d)), ()))
+        wide = level.reshape(sum(((s, 1) for _ in range(d)), ()))
+        np.copyto(view, wide, where=wide >= 0)
+    fine = cell_of(X, origin, width)
+    inside = ((fine >= 0) & (fine < side)).all(axis=1)
+    out = np.full(X.shape[0], -1, dtype=np.int64)
+    out[inside] = table.ravel()[np.ravel_multi_index(tuple(fine[inside].T), (side,) * d)]
+    return out
+
+
+def spread_labels(levels: list[DenseLevel], labels: list, centres: list,
+                  reach: int | None = None) -> list:
     """Labels of the dense cells, with every unlabelled cell whose component holds kept cells
     further down (a component the clusters split from) given the label of the nearest of them
     (by cell centre, ``centres[i]`` per level): a record there belongs to the cluster it is
     nearest among those its component splits into, as HDBSCAN's members belong to their
-    cluster. Cells of components without kept cells below stay -1. Post-processing."""
+    cluster. Cells of components without kept cells below stay -1. ``reach``: only kept cells
+    at most that many levels below count (None: any level below). Post-processing."""
     n = len(levels)
-    anc = []  # anc[j][i]: position of every dense cell of level j's ancestor at level i
-    for j in range(n):
-        pos = np.arange(levels[j].cells.shape[0])
-        row = {j: pos}
-        for i in range(j - 1, -1, -1):
-            pos = levels[i + 1].parent[pos]
-            row[i] = pos
-        anc.append(row)
     out = [np.asarray(lab).copy() for lab in labels]
     for i in range(n - 1):
         todo = np.flatnonzero(out[i] < 0)
         if todo.size == 0:
             continue
         pts, labs, comps = [], [], []
-        for j in range(i + 1, n):
-            k = labels[j] >= 0
+        for j in range(i + 1, n if reach is None else min(n, i + 1 + reach)):
+            k = np.flatnonzero(labels[j] >= 0)
+            pos = k  # the kept cells' ancestors at level i
+            for t in range(j, i, -1):
+                pos = levels[t].parent[pos]
             pts.append(centres[j][k])
             labs.append(labels[j][k])
-            comps.append(levels[i].component[anc[j][i][k]])
+            comps.append(levels[i].component[pos])
         pts, labs, comps = np.concatenate(pts), np.concatenate(labs), np.concatenate(comps)
-        if labs.size == 0:
+        todo = todo[np.isin(levels[i].component[todo], comps)]  # components split from
+        if labs.size == 0 or todo.size == 0:
             continue
         span = np.ptp(np.vstack([pts, centres[i]]), axis=0).max() * 4.0 + 1.0
         tree = cKDTree(np.column_stack([pts, comps * span]))

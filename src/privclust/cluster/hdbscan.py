@@ -26,8 +26,34 @@ from ._base import (
     clip_to_fitted_bounds,
     raise_not_fitted,
 )
-from ._density_tree import build_cluster_tree, dense_levels, labels_from_cells, spread_labels
-from ._shifted_tree import MAX_SPLIT_DIMS, RETRY_ITEM, ShiftedGrid, grow, hst_threshold
+from ._density_grid import (
+    COARSE_BITS,
+    COARSE_SHARE,
+    COUNT_SHARE,
+    DENSE_SCALES,
+    GRID_MAX_DIMS,
+    PAD,
+    finest_level,
+    grid_levels,
+    noise_sd,
+    occupied_share,
+    release_grid,
+)
+from ._density_tree import (
+    build_cluster_tree,
+    dense_levels,
+    labels_from_cells,
+    labels_from_grid,
+    spread_labels,
+)
+from ._shifted_tree import (
+    MAX_SPLIT_DIMS,
+    RETRY_ITEM,
+    ShiftedGrid,
+    grow,
+    hst_threshold,
+    lookup_rows,
+)
 
 __all__ = ["DPHDBSCAN"]
 
@@ -49,6 +75,17 @@ MIN_SHARE = 0.005
 #: A released cell is dense when its noisy count plus its released neighbours' (the cells
 #: touching it) reaches ``DENSE_FACTOR`` times the level's threshold.
 DENSE_FACTOR = 3.0
+#: The grid release: a dense cell outside the kept clusters takes the nearest kept cell's
+#: cluster only when kept cells of its component lie at most this many levels below (the
+#: border of a cluster); farther from the clusters, records are noise.
+SPREAD_REACH = 1
+#: ``predict`` looks cells up in a table per level when the finest level's grid over the root
+#: has at most this many cells (a record's cell at every level from its finest cell's index).
+DENSE_LOOKUP_CELLS = 1 << 24
+#: The grid release's line items (up to ``GRID_MAX_DIMS`` features).
+COUNT_ITEM = "record count n"
+COARSE_ITEM = "cell counts, coarse level"
+GRID_ITEM = "cell counts, finest level"
 
 
 def first_halvings(d: int) -> int:
@@ -89,55 +126,67 @@ def default_min_cluster_size(n_hat: float, floor: float) -> float:
 
 
 class DPHDBSCAN(PrivateClusterMixin):
-    """Density clusters without a radius: HDBSCAN's cluster tree on one private grid tree.
+    """Density clusters without a radius: HDBSCAN's cluster tree on one private density grid.
 
-    1. **The tree** (:mod:`privclust.cluster._shifted_tree`, shared with HSTKMeans, DPCube and
-       CoresetKMeans): a grid over the public bounds, shifted by a uniformly random public
-       vector. Its first level halves every dimension ``first_halvings(d)`` times (at most
-       ``2^FIRST_BITS`` cells: the coarse top, one component on any data, is skipped); level
-       by level every released cell is then cut into its half-width children. Each level's
-       record counts are released with the linear-time pure-DP sparse histogram (two-sided
-       geometric noise; only cells whose noisy count reaches a threshold are released, and cut
-       again). With ``max_depth=None`` the tree stops at the first level whose significant
-       cells hold less than half the first level's records (the finest resolution the budget
-       resolves), and that level is released again with the budget of the levels below.
-    2. **The cluster tree** (post-processing): at every level the dense cells (noisy count
-       plus the released neighbours' at least ``DENSE_FACTOR`` times the level's threshold,
-       below a dense parent) form connected components (cells adjacent in the grid, diagonal
-       neighbours included); a component's cells have their parents in one component of the
-       level above, so the components form a tree.
+    1. **The release.** Up to ``GRID_MAX_DIMS`` features (:mod:`privclust.cluster.
+       _density_grid`): a noisy record count (``COUNT_SHARE`` of epsilon), the counts of a
+       coarse grid of at most ``2^COARSE_BITS`` cells (``COARSE_SHARE``; they say what share
+       of the box the records occupy), then the counts of **one** fine grid over the bounds
+       with the rest of the budget, as fine as the released count and occupied share say the
+       budget resolves (about ``RECORDS_PER_CELL`` noise scales of records per occupied
+       cell). Both grids are dense histograms: two-sided geometric noise on every cell, empty
+       ones included. Every coarser level of the hierarchy (2, 4, 8, ... cells per feature) is
+       the sum of the fine level's released counts (post-processing): the whole hierarchy for
+       the price of one level. Above ``GRID_MAX_DIMS`` features, the shifted grid tree
+       (:mod:`privclust.cluster._shifted_tree`, shared with HSTKMeans, DPCube and
+       CoresetKMeans) releases level by level with the linear-time sparse histogram, its
+       first level halving every dimension ``first_halvings(d)`` times, stopped
+       (``max_depth=None``) at the first level whose significant cells hold less than half the
+       first level's records, that level then released again with the budget of the levels
+       below.
+    2. **The cluster tree** (post-processing): at every level the dense cells form connected
+       components (cells adjacent in the grid, diagonal neighbours included); a component's
+       cells have their parents in one component of the level above, so the components form a
+       tree. A cell is dense when its noisy count plus its neighbours' reaches a threshold set
+       by the noise alone (the grid: ``DENSE_SCALES`` standard deviations of that sum's noise;
+       the tree: ``DENSE_FACTOR`` times the level's threshold) and its parent is dense.
     3. **The clusters** (post-processing): condensed as HDBSCAN condenses its tree, with
        ``min_cluster_size`` in records (noisy mass): a cluster goes on down the levels while
        at most one child component is that heavy; where two or more are, each becomes a
        cluster. The clusters kept are those of greatest stability (excess of mass): the mass a
-       cluster keeps at each level below its birth times the step in ``lambda = 1 / cell
-       width`` from the level above; the cluster at the top (the whole data) is never kept.
+       cluster holds at each of its levels times the step in ``lambda = 1 / cell width`` to
+       the next level; the cluster at the top (the whole data) is never kept.
     4. **Labels** (post-processing): every dense cell takes its kept cluster, or, in a
-       component the kept clusters split from, the nearest kept cell's; a record takes the
-       label of its cell at the finest level where it is dense and labelled; -1 (noise)
-       otherwise. ``predict`` does the same for new records.
+       component the kept clusters split from, the nearest kept cell's (the grid: only where
+       kept cells lie at most ``SPREAD_REACH`` levels below, a cluster's border); a record
+       takes the label of its cell at the finest level where it is dense and labelled; -1
+       (noise) otherwise. ``predict`` does the same for new records.
 
-    How it differs from HDBSCAN: the density levels are the tree's resolutions (cell widths
+    How it differs from HDBSCAN: the density levels are the grid's resolutions (cell widths
     halving level by level) rather than every mutual-reachability distance; a record's density
-    is its cell's (smoothed) noisy count rather than its ``min_samples``-th neighbour's
-    distance; the masses are noisy counts; records in a component that splits go to the
-    nearest kept cluster rather than to noise; there is no ``min_samples`` (the threshold plays
-    its part), and no radius.
+    is its cell's neighbourhood's noisy count rather than its ``min_samples``-th neighbour's
+    distance; the masses are noisy counts; records of a cluster's border cells go to the
+    nearest kept cluster rather than to noise; there is no ``min_samples`` (the noise
+    threshold plays its part), and no radius.
 
     Privacy guarantee
     -----------------
-    ``epsilon``-DP (pure) under add/remove-one-record neighbours. Each level of the tree
-    counts every record in exactly one cell, so one record changes one count of a level by 1:
-    each level's sparse histogram is ``eps_level``-DP, and the levels compose sequentially
-    (basic composition, adaptively: a level's universe depends on earlier releases only):
-    ``epsilon = sum of eps_level``. A level that releases no cell, or (``max_depth=None``)
-    whose released counts say the tree resolves no further, is released once more with the
-    budget of the levels below (a privacy filter: every path spends exactly ``epsilon``). The
-    shift is public randomness, records are clipped to the public ``bounds``
-    (``bounds="private"``: a private estimate first, with 10% of epsilon). The cluster tree,
-    the clusters, the labels and ``predict`` read the released counts and public geometry
-    only. The sparse histogram is pure DP in the Real-RAM model (its tail sampling uses
-    floating-point draws).
+    ``epsilon``-DP (pure) under add/remove-one-record neighbours; the releases compose
+    sequentially (basic composition, adaptively: each depends on earlier releases only).
+    **Grid** (up to ``GRID_MAX_DIMS`` features): the record count (sensitivity 1) and two
+    dense histograms (each record lies in exactly one cell of a grid: sensitivity 1), two-sided
+    geometric noise on every cell, ``epsilon = eps_count + eps_coarse + eps_fine``; the fine
+    grid's resolution depends on the first two releases only; exact integers, so no Real-RAM
+    caveat. **Tree** (more features): each level counts every record in exactly one cell, so
+    each level's sparse histogram is ``eps_level``-DP and ``epsilon = sum of eps_level``; a
+    level that releases no cell, or (``max_depth=None``) whose released counts say the tree
+    resolves no further, is released once more with the budget of the levels below (a
+    privacy filter: every path spends exactly ``epsilon``); the shift is public randomness;
+    the sparse histogram is pure DP in the Real-RAM model (its tail sampling uses
+    floating-point draws). Either way records are clipped to the public ``bounds``
+    (``bounds="private"``: a private estimate first, with 10% of epsilon), and the coarser
+    levels, the cluster tree, the clusters, the labels and ``predict`` read the released
+    counts and public geometry only.
 
     Parameters
     ----------
@@ -147,10 +196,12 @@ class DPHDBSCAN(PrivateClusterMixin):
         Public bounds, ``(lo, hi)`` for every feature or a ``(d, 2)`` array; or ``"private"``.
     min_cluster_size : float or None
         The fewest records (noisy mass) a cluster holds. None: what the budget can resolve
-        (:func:`default_min_cluster_size`, from the first level's released counts).
+        (:func:`default_min_cluster_size`, from the released record count).
     max_depth : int or None
-        Levels of the tree below its first halvings. None: at most ``MAX_LEVELS``, stopped
-        where the released counts say the tree resolves no further (:class:`_StopRule`).
+        The grid: the finest level's halvings of every feature at most (``2^max_depth``
+        cells per feature). The tree: levels below its first halvings. None: the grid as fine
+        as the budget resolves; the tree at most ``MAX_LEVELS`` levels, stopped where the
+        released counts say it resolves no further (:class:`_StopRule`).
     random_state : None, int or Generator
         None (secure), int or Generator (reproducible, not secure).
     accountant : Accountant or None
@@ -170,15 +221,17 @@ class DPHDBSCAN(PrivateClusterMixin):
     ``min_cluster_size_`` : float
         The ``min_cluster_size`` used.
     ``n_hat_`` : int
-        The records the first level's released counts hold (a released count).
+        The released record count (the grid), or the records the first level's released
+        counts hold (the tree).
     ``tree_cells_``, ``tree_counts_``, ``tree_labels_`` : lists of ndarray
         Per level, the dense released cells (integer indices), their noisy counts and their
         cluster (-1: in none).
     ``tree_levels_`` : ndarray
         The level of each entry of those lists.
     ``grid_origin_``, ``root_width_`` : ndarray (d,); ``first_halvings_`` : int
-        The public shifted grid: cell ``c`` of level ``l`` is ``origin + [c, c + 1) w_l``,
-        ``w_l = root_width / 2^(first_halvings + l - 1)``.
+        The public grid: cell ``c`` of level ``l`` is ``origin + [c, c + 1) w_l``,
+        ``w_l = root_width / 2^(first_halvings + l - 1)`` (the grid release: the bounds,
+        unshifted, widened by ``PAD``, ``first_halvings`` 2).
     ``privacy_report_`` : PrivacyReport
         Every release, its mechanism and epsilon.
 
@@ -224,6 +277,77 @@ class DPHDBSCAN(PrivateClusterMixin):
                        "lower max_depth")
         bounds = self._fit_bounds(X)
         source = resolve_random_state(self.random_state)
+        if d <= GRID_MAX_DIMS:
+            grid, released, n_hat, notes, report = self._fit_grid(
+                X, bounds, source, plan, accountant, depth)
+            self._post_process_grid(grid, released, n_hat, mcs)
+            self.shift_ = np.zeros(d)
+        else:
+            grid, released, n_hat, notes, report = self._fit_tree(
+                X, bounds, source, plan, accountant, planned)
+            self._post_process(grid, released, n_hat, mcs)
+            self.shift_ = grid.box[:, 0] - grid.origin
+        report.notes += notes + [
+            f"cluster tree: {self.n_clusters_} clusters kept by excess of mass, "
+            f"min_cluster_size {self.min_cluster_size_:g} (post-processing)",
+            "labels_ are the private model applied to X (post-processing, not a release)",
+        ]
+        self.n_features_in_ = d
+        self.bounds_ = bounds
+        self.n_hat_ = int(round(n_hat))
+        self.privacy_report_ = report
+        self._close_plan(plan, report, accountant)
+        self.labels_ = self._labels_of(X)
+        if self.n_clusters_ == 0:
+            warnings.warn("DPHDBSCAN found no cluster: no two components of the private tree "
+                          f"held min_cluster_size ({self.min_cluster_size_:g}) records each; "
+                          "a larger epsilon or a smaller min_cluster_size resolves more",
+                          UserWarning, stacklevel=2)
+        return self
+
+    def _fit_grid(self, X, bounds, source, plan, accountant, depth):
+        """Up to ``GRID_MAX_DIMS`` features: a noisy record count, then one dense histogram of
+        the finest grid it sets (:mod:`privclust.cluster._density_grid`); the coarser levels
+        are sums of that release."""
+        eps_n, eps_c = COUNT_SHARE * plan.epsilon, COARSE_SHARE * plan.epsilon
+        plan.add(COUNT_ITEM, "two-sided geometric", "pure", eps_n)
+        plan.add(COARSE_ITEM, "geometric dense histogram", "pure", eps_c)
+        plan.add(GRID_ITEM, "geometric dense histogram", "pure", plan.epsilon - eps_n - eps_c)
+        self._reserve_plan(plan, accountant, "DPHDBSCAN")
+        engine = self._make_engine(X, bounds)
+        report = self._start_report(plan.reserved(), source)
+        mech = Mechanisms(source, report, plan)
+        eps_hist = plan.item(GRID_ITEM).epsilon
+        with fit_progress("DPHDBSCAN", 3) as step:
+            n_hat = float(mech.count(
+                [int(engine.count(engine.root())[0])], eps_n,
+                target="record count n (sets the finest grid)",
+                note="noisy n, never the exact n", item=COUNT_ITEM)[0])
+            step()
+            # public geometry: the bounds widened by PAD, 2^level cells per dimension at the
+            # finest level (first_halvings 2: level l has 2^l cells per dimension)
+            box = bounds.copy()
+            box[:, 1] = bounds[:, 0] + (bounds[:, 1] - bounds[:, 0]) * (1.0 + PAD)
+            grid = ShiftedGrid(box, np.zeros(X.shape[1]), 2)
+            coarse = max(1, COARSE_BITS // X.shape[1])
+            share = occupied_share(release_grid(engine, mech, grid.origin, grid.width(coarse),
+                                                coarse, eps_c, COARSE_ITEM), eps_c)
+            level = finest_level(n_hat, eps_hist, X.shape[1], share)
+            if depth is not None:
+                level = max(1, min(level, depth))
+            noisy = release_grid(engine, mech, grid.origin, grid.width(level), level, eps_hist,
+                                 GRID_ITEM)
+            step()
+        released = grid_levels(noisy, level, eps_hist)
+        self._grid_sd = noise_sd(eps_hist)
+        notes = [f"grid: one dense histogram of the finest level {level} "
+                 f"({1 << level} cells per feature); levels 1 to {level - 1} are sums of its "
+                 f"released counts (post-processing); {len(released)} levels with dense cells"]
+        return grid, released, n_hat, notes, report
+
+    def _fit_tree(self, X, bounds, source, plan, accountant, planned):
+        """Above ``GRID_MAX_DIMS`` features: the shifted grid tree, level by level."""
+        d = X.shape[1]
         shift = source.generator.uniform(0.0, 1.0, size=d) * (bounds[:, 1] - bounds[:, 0])
         grid = ShiftedGrid(bounds, shift, first_halvings(d))  # public randomness
         levels = [f"cell counts, level {lv}" for lv in range(1, planned + 1)]
@@ -241,27 +365,8 @@ class DPHDBSCAN(PrivateClusterMixin):
                             stop=rule if self.max_depth is None else None)
         n_hat = rule.n_hat if rule.n_hat is not None else (
             float(released[0].counts.sum()) if released else 0.0)
-        self._post_process(grid, released, n_hat, mcs)
-        report.notes += [
-            f"tree: shifted grid, {planned} levels planned, {len(released)} released; "
-            f"{len(self.tree_levels_)} with dense cells",
-            f"cluster tree: {self.n_clusters_} clusters kept by excess of mass, "
-            f"min_cluster_size {self.min_cluster_size_:g} (post-processing)",
-            "labels_ are the private model applied to X (post-processing, not a release)",
-        ]
-        self.n_features_in_ = d
-        self.bounds_ = bounds
-        self.shift_ = shift
-        self.n_hat_ = int(round(n_hat))
-        self.privacy_report_ = report
-        self._close_plan(plan, report, accountant)
-        self.labels_ = self._labels_of(X)
-        if self.n_clusters_ == 0:
-            warnings.warn("DPHDBSCAN found no cluster: no two components of the private tree "
-                          f"held min_cluster_size ({self.min_cluster_size_:g}) records each; "
-                          "a larger epsilon or a smaller min_cluster_size resolves more",
-                          UserWarning, stacklevel=2)
-        return self
+        notes = [f"tree: shifted grid, {planned} levels planned, {len(released)} released"]
+        return grid, released, n_hat, notes, report
 
     def _post_process(self, grid, released, n_hat, mcs):
         """The cluster tree, the clusters kept and the model's tables (released values and
@@ -269,8 +374,24 @@ class DPHDBSCAN(PrivateClusterMixin):
         dense = dense_levels(released, DENSE_FACTOR)
         if mcs is None:
             mcs = default_min_cluster_size(n_hat, released[-1].floor if released else 1.0)
-        lam = [self._lambda(grid, lv.level) for lv in dense]
-        lam.append(self._lambda(grid, dense[-1].level + 1) if dense else 1.0)
+        self._reach = None
+        self._tables(grid, dense, mcs)
+
+    def _post_process_grid(self, grid, dense, n_hat, mcs):
+        """The grid release's cluster tree: its levels' dense cells are given
+        (:func:`~privclust.cluster._density_grid.grid_levels`); the default
+        ``min_cluster_size`` takes a finest cell's noise scale as its floor."""
+        if mcs is None:
+            mcs = default_min_cluster_size(n_hat, DENSE_SCALES * self._grid_sd)
+        self._reach = SPREAD_REACH
+        self._tables(grid, dense, mcs, power=0.5)
+
+    def _tables(self, grid, dense, mcs, power: float = 1.0):
+        """The cluster tree of the dense levels, the clusters kept and the model's tables
+        (released values and public geometry only)."""
+        lam = [self._lambda(grid, lv.grid_level, power) * 2.0**(power * lv.lam_shift)
+               for lv in dense]
+        lam.append(self._lambda(grid, dense[-1].grid_level + 1, power) if dense else 1.0)
         tree = build_cluster_tree(dense, mcs, np.asarray(lam))
         kept = np.flatnonzero(tree.selected)
         self.cluster_stability_ = tree.stability[kept]
@@ -278,21 +399,36 @@ class DPHDBSCAN(PrivateClusterMixin):
         self.cluster_persistence_ = self.cluster_stability_ / (top if top > 0 else 1.0)
         self.n_clusters_ = int(kept.size)
         self.min_cluster_size_ = float(mcs)
-        self.tree_levels_ = np.asarray([lv.level for lv in dense], dtype=np.int64)
-        self.tree_cells_ = [lv.cells for lv in dense]
-        self.tree_counts_ = [lv.counts.astype(np.int64) for lv in dense]
-        self.tree_labels_ = spread_labels(
+        labels = spread_labels(
             dense, [tree.cell_labels(i) for i in range(len(dense))],
-            [grid.centres(lv.level, lv.cells) for lv in dense])
+            [grid.centres(lv.grid_level, lv.cells) for lv in dense], reach=self._reach)
+        # one table per grid level: its first entry's cells (a later entry's are among them),
+        # each cell labelled by the last entry that labels it
+        levels, cells, counts, labs = [], [], [], []
+        for lv, lab in zip(dense, labels, strict=True):
+            if levels and levels[-1] == lv.grid_level:
+                pos = lookup_rows(cells[-1], lv.cells)
+                labs[-1][pos[lab >= 0]] = lab[lab >= 0]
+                continue
+            levels.append(lv.grid_level)
+            cells.append(lv.cells)
+            counts.append(lv.counts.astype(np.int64))
+            labs.append(np.asarray(lab, dtype=np.int64).copy())
+        self.tree_levels_ = np.asarray(levels, dtype=np.int64)
+        self.tree_cells_, self.tree_counts_, self.tree_labels_ = cells, counts, labs
         self.grid_origin_ = grid.origin
         self.root_width_ = grid.root_width
         self.first_halvings_ = grid.first
 
     @staticmethod
-    def _lambda(grid, level) -> float:
-        """The density level of ``level``: one over the geometric mean of its cell widths, in
-        units of the root's."""
-        return float(2.0 ** grid.halvings(level).mean())
+    def _lambda(grid, level, power: float = 1.0) -> float:
+        """The density level of ``level``: ``(1 / cell width)^power``, the geometric mean of
+        its cell widths in units of the root's. The tree (a like count threshold at every
+        level): ``power`` 1, HDBSCAN's ``1 / core distance``. The grid (a count threshold
+        growing as the noise of the sums, ``2^(d/2)`` per coarser level): the density
+        threshold grows by ``2^(d/2)`` per level, its ``1/d``-th power (a core distance's
+        inverse) by ``sqrt 2``: ``power`` 1/2."""
+        return float(2.0 ** (power * grid.halvings(level).mean()))
 
     # ------------------------------------------------------------------ the model
     def _check_fitted(self):
@@ -320,6 +456,7 @@ class DPHDBSCAN(PrivateClusterMixin):
         Xc = clip_to_fitted_bounds(self, np.asarray(X, dtype=float))
         grid = ShiftedGrid(self.bounds_, self.bounds_[:, 0] - self.grid_origin_,
                            self.first_halvings_)
+        grid.root_width = np.asarray(self.root_width_, dtype=float)  # the grid's, maybe padded
         widths, cells, labels = [], [], []
         for level, c, lab in zip(self.tree_levels_, self.tree_cells_, self.tree_labels_,
                                  strict=True):
@@ -327,4 +464,13 @@ class DPHDBSCAN(PrivateClusterMixin):
             widths.append(grid.width(int(level)))
             cells.append(c[keep])
             labels.append(lab[keep])
+        if len(grid.blocks) == 1 and self.tree_levels_.size:
+            # every dimension halved at every level: one finest cell index per record and a
+            # table per level, when the finest level's grid over the root is small enough
+            finest = int(self.tree_levels_[-1])
+            side = 2 ** int(grid.halvings(finest)[0])
+            if side ** Xc.shape[1] <= DENSE_LOOKUP_CELLS:
+                return labels_from_grid(Xc, self.grid_origin_, widths[-1], side,
+                                        [side >> (finest - int(lv)) for lv in self.tree_levels_],
+                                        cells, labels)
         return labels_from_cells(Xc, self.grid_origin_, widths, cells, labels)

@@ -18,6 +18,7 @@ def _dump(model) -> dict:
         "grid": {
             "origin": [float(v) for v in model.grid_origin_],
             "first_halvings": int(model.first_halvings_),
+            "root_width": [float(v) for v in model.root_width_],
         },
         "levels": [
             {"level": int(lv), "cells": np.asarray(c).tolist(),
@@ -41,6 +42,11 @@ def _load(est, m: dict) -> None:
     est.bounds_ = _bounds(m, d)
     est.grid_origin_ = origin
     est.root_width_ = 2.0 * (est.bounds_[:, 1] - est.bounds_[:, 0])
+    if "root_width" in g:  # the grid release widens the bounds by a hair (files before: 2 W)
+        est.root_width_ = _f.array(g, "root_width", "float", (d,), names=("d",), where="grid",
+                                   finite=True)
+        if not (est.root_width_ > 0).all():
+            raise ValueError('"grid.root_width" must be positive')
     est.first_halvings_ = _f.whole(g, "first_halvings", lo=1, hi=62, where="grid")
     est.n_clusters_ = k = _f.whole(m, "n_clusters", lo=0)
     raw = _f.get(m, "levels")
