@@ -144,3 +144,29 @@ def test_no_records_come_to_the_client(client, monkeypatch):
         warnings.simplefilter("ignore")
         monkeypatch.setattr(DaskData, "__array__", no_records)
         CoresetKMeans(epsilon=2.0, bounds=(-9, 9), random_state=5).fit(Xd)
+
+
+def test_command_line_default_on_the_dask_engine(client, tmp_path):
+    """``privclust cluster --engine dask`` without ``--algorithm`` runs CoresetKMeans, as the
+    NumPy engine does: the same model from a Parquet folder as from the array in memory."""
+    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pyarrow")
+    from privclust import cli, io
+
+    X = _mixture(3000, 2, 4, 1)
+    folder = tmp_path / "data.parquet"
+    folder.mkdir()
+    for i, part in enumerate(np.array_split(X, 3)):
+        pd.DataFrame(part, columns=["a", "b"]).to_parquet(folder / f"part{i}.parquet")
+    np.save(tmp_path / "X.npy", X)
+    common = ["--epsilon", "2", "--bounds=-9,9", "--seed", "4"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert cli.main(["cluster", str(folder), *common, "--engine", "dask", "--scheduler",
+                         client.scheduler.address, "--out", str(tmp_path / "d.json")]) == 0
+        assert cli.main(["cluster", str(tmp_path / "X.npy"), *common,
+                         "--out", str(tmp_path / "n.json")]) == 0
+    d, n = io.load_model(tmp_path / "d.json"), io.load_model(tmp_path / "n.json")
+    assert type(d).__name__ == type(n).__name__ == "CoresetKMeans"
+    np.testing.assert_array_equal(d.cluster_centers_, n.cluster_centers_)
+    np.testing.assert_array_equal(d.cluster_sizes_, n.cluster_sizes_)
