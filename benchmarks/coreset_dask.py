@@ -2,6 +2,7 @@
 
     python benchmarks/coreset_dask.py                     # 10,000,000 x 10 float32
     python benchmarks/coreset_dask.py --n 2000000 --repeats 3
+    python benchmarks/coreset_dask.py --repeats 1 --only k    # given k only
 
 A Gaussian mixture (8 centres in [-50, 50]^d, standard deviation 3), float32, held in this
 process for the NumPy engine and persisted on a ``LocalCluster(n_workers=2,
@@ -63,6 +64,8 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=10_000_000)
     ap.add_argument("--d", type=int, default=10)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--only", choices=("k", "no-k"), default=None,
+                    help="time only the fit given k (8) or only the one without k")
     ap.add_argument("--profile", action="store_true",
                     help="print the slowest functions of one Dask fit (cProfile, client side)")
     args = ap.parse_args()
@@ -79,7 +82,7 @@ def main() -> None:
         Xd = _dask_input(client, X)
         print(f"CoresetKMeans, {args.n:,} x {args.d} float32, epsilon 1, "
               "LocalCluster(2 worker processes, 1 thread each)")
-        for k in (8, None):
+        for k in {"k": (8,), "no-k": (None,)}.get(args.only, (8, None)):
             _fit(X, k), _fit(Xd, k)  # warm-up pair
             t_np, t_dask = [], []
             for _ in range(args.repeats):
