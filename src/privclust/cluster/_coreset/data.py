@@ -261,8 +261,9 @@ def _skip(bitgen, n: int) -> None:
                 after[key] = before[key]
         bitgen.state = after
         return
-    inner = before["state"]
-    if set(inner) < {"ctr", "block"} or len(inner["block"]) != _CHACHA_BLOCK:
+    inner = before.get("state")
+    if not isinstance(inner, dict) or not {"ctr", "block"} <= set(inner) or len(
+            inner["block"]) != _CHACHA_BLOCK:
         raise TypeError(f"{type(bitgen).__name__} cannot move ahead")
     ctr = inner["ctr"]
     target = int(ctr[0]) + (int(ctr[1]) << 64) + 2 * int(n)
