@@ -760,8 +760,8 @@ def test_a_long_stage_says_so_when_not_on_a_terminal(capsys):
 
 
 def test_default_algorithm_finds_k_itself(csv_file, capsys):
-    """Without --algorithm, `cluster` runs CoresetKMeans (no k, private bounds); with the
-    Dask engine, whose data CoresetKMeans cannot read, DPM."""
+    """Without --algorithm, `cluster` runs CoresetKMeans (no k, private bounds), on the Dask
+    engine too (no switch to another algorithm)."""
     rc = cli.main(["cluster", str(csv_file), "--epsilon", "1", "--bounds", "private",
                    "--seed", "0"])
     out = capsys.readouterr().out
@@ -769,4 +769,4 @@ def test_default_algorithm_finds_k_itself(csv_file, capsys):
     base = ["cluster", str(csv_file), "--epsilon", "1", "--bounds=0,1"]
     parse = cli.build_parser().parse_args
     assert cli._check_algorithm(parse(base))[0] == "coreset"
-    assert cli._check_algorithm(parse([*base, "--engine", "dask"]))[0] == "dpm"
+    assert cli._check_algorithm(parse([*base, "--engine", "dask"]))[0] == "coreset"

@@ -166,7 +166,7 @@ def test_the_choice_scores_a_poisson_sample_of_public_rate(blobs, monkeypatch):
         seen.append(Y.shape[0])
         return silhouette_sums(Y, candidates, *anchors)
 
-    monkeypatch.setattr(coreset_module, "silhouette_sums", spy)
+    monkeypatch.setattr("privclust.cluster._coreset.data.silhouette_sums", spy)
     model = _fit(X)
     line = next(r for r in model.privacy_report_.releases if r.target.startswith(
         "the number of clusters"))

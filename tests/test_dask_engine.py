@@ -463,3 +463,31 @@ def test_command_line_private_bounds_on_a_parquet_folder(client, tmp_path):
     d, n = io.load_model(tmp_path / "d.json"), io.load_model(tmp_path / "n.json")
     _same(d.bounds_, n.bounds_)
     _same(d.cluster_centers_, n.cluster_centers_)
+
+
+@pytest.mark.parametrize("chunking", list(CHUNKINGS))
+def test_hdbscan_labels_per_chunk(client, monkeypatch, chunking):
+    """DPHDBSCAN's labels_ are computed on every chunk where it lives (no record comes to the
+    client) and equal the NumPy engine's, as does every release."""
+    from privclust import DPHDBSCAN
+
+    X = _blobs(3000).astype(np.float32)
+    Xd = da.from_array(X, chunks=(CHUNKINGS[chunking](X.shape[0]), 2))
+
+    def est():
+        return DPHDBSCAN(epsilon=4.0, bounds=(-12, 12), random_state=3)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        a = est().fit(X)
+
+        def no_records(*args, **kwargs):
+            raise AssertionError("records were gathered on the client")
+
+        monkeypatch.setattr(DaskData, "__array__", no_records)
+        monkeypatch.setattr(DaskData, "__getitem__", no_records)
+        b = est().fit(Xd)
+    _assert_same_fit(a, b)
+    assert (a.labels_ >= 0).any()
+    np.testing.assert_array_equal(a.labels_, b.labels_)
+    np.testing.assert_array_equal(a.predict(X), b.predict(Xd))

@@ -215,7 +215,7 @@ def _add_cluster_parser(sub, run) -> None:
         default=None,
         metavar="NAME",
         help=f"clustering algorithm: {', '.join(ALGORITHMS)} (default: coreset, which finds the "
-        "number of clusters itself; dpm with --engine dask; see the list below)",
+        "number of clusters itself, on either engine; see the list below)",
     )
     _add_budget_options(p)
     _add_algorithm_options(p)

@@ -206,8 +206,8 @@ def _check_algorithm(args) -> tuple[str, registry.Entry]:
     The options of all algorithms share one parser (so ``--help`` lists them together); an
     option given to an algorithm that ignores it would silently do nothing, so it is an error.
     """
-    if args.algorithm is None:  # CoresetKMeans runs in memory; DPM scales out
-        args.algorithm = "dpm" if getattr(args, "engine", "numpy") == "dask" else "coreset"
+    if args.algorithm is None:  # the default on either engine
+        args.algorithm = "coreset"
     name = args.algorithm.lower()
     if name not in ALGORITHMS:
         raise ValueError(

@@ -14,7 +14,6 @@ from typing import NamedTuple
 import numpy as np
 
 from .._progress import fit_progress
-from ..engine import LocalEngine
 from ..privacy import Mechanisms, resolve_random_state
 from ._base import (
     MAX_CLUSTERS,
@@ -24,8 +23,6 @@ from ._base import (
     check_fit_cost,
     check_n_clusters,
     check_positive_int,
-    is_dask_input,
-    nearest_centre,
 )
 from ._centres import finish_centre_fit
 from ._coreset.combine import (
@@ -38,21 +35,20 @@ from ._coreset.combine import (
     smallest_cluster_note,
     supported,
 )
-from ._coreset.refine import (
-    COUNT_SHARE,
-    ball_step,
-    centre_variance,
-    corrected_nearest,
-    point_radius,
+from ._coreset.data import (
+    corrected_labels,
+    distances_from,
+    nearest_labels,
+    projected_engine,
+    sample_scores,
 )
+from ._coreset.refine import COUNT_SHARE, ball_step, centre_variance, point_radius
 from ._coreset.select import (
     SAMPLE_CAP,
     candidate_centres,
     candidate_ks,
     fit_centres,
-    poisson_sample,
     score_rate,
-    silhouette_sums,
     ward_merge,
 )
 from ._coreset.tree import (
@@ -480,9 +476,6 @@ class CoresetKMeans(PrivateClusterMixin):
         pure_plan = delta == 0
         plan, accountant = self._open_plan(eps, 0.0 if pure_plan else delta)
         X = self._check_X(X, reset=True)
-        if is_dask_input(X):
-            raise ValueError("CoresetKMeans runs on in-memory data only (its tree may be grown "
-                             "in a projection of the records); pass a NumPy array")
         if k_user is not None:
             check_n_clusters(k_user, X.shape[0])
         d = X.shape[1]
@@ -516,8 +509,7 @@ class CoresetKMeans(PrivateClusterMixin):
                 levels, budgets = self._given_k_levels(plan, levels, budgets, k_user, n_hat, p)
             rho = self._data_radius(engine, mech, space, wide) if space.projected else None
             space.fit_box(rho)  # projected only
-            tree_engine = LocalEngine(space.project(engine.X), space.box) if space.projected \
-                else engine
+            tree_engine = projected_engine(engine, space)
             grid = Grid(space.box, shift * (space.box[:, 1] - space.box[:, 0]))
             released = grow(tree_engine, mech, grid, levels, budgets, _RETRY, step,
                             stop=mass_stop(n_hat, NO_K_STOP_SHARE) if no_k else None)
@@ -559,9 +551,9 @@ class CoresetKMeans(PrivateClusterMixin):
             # holds, and never fewer than k), merged down to k at the end
             over = None if k_user is None else max(k_user, min(
                 points.shape[0], int(np.ceil(GIVEN_K_OVER * k_user))))
-            _, proj, ks = self._choose(tree_engine.X, grid.box, points, weights, over,
+            _, proj, ks = self._choose(tree_engine, grid.box, points, weights, over,
                                        *choice[1:], gen, mech)
-            labels = nearest_centre(tree_engine.X, proj)
+            labels = nearest_labels(tree_engine, proj)
             anchors, radius = self._recovery_balls(space, proj, rho)
             first = steps[0]
             R, R_sizes = ball_step(engine, mech, labels, anchors, radius, first.epsilon,
@@ -584,7 +576,7 @@ class CoresetKMeans(PrivateClusterMixin):
                                  is not None else self._choice_scales(space.box.shape[0]))
                 R, R_sizes = R[keep], R_sizes[keep]
                 R_spread = None if R_spread is None else R_spread[keep]
-            k, centres, ks = self._choose(engine.X, space.bounds, R, R_sizes, *choice, gen,
+            k, centres, ks = self._choose(engine, space.bounds, R, R_sizes, *choice, gen,
                                           mech)
             if points.shape[0] == 0:  # no coreset step ran: its share of the sums' block
                 steps = pass_on_rho(mech, steps, _ITEM_SUMS)
@@ -653,10 +645,7 @@ class CoresetKMeans(PrivateClusterMixin):
             RADIUS_QUANTILE, RADIUS_MARGIN)
         bounds = space.bounds
         top = float(np.sqrt(np.sum(((bounds[:, 1] - bounds[:, 0]) / 2.0) ** 2)))
-        dist = np.empty(engine.X.shape[0])
-        for start in range(0, dist.size, 1 << 16):
-            diff = np.asarray(engine.X[start:start + (1 << 16)], dtype=np.float64) - space.mid
-            dist[start:start + diff.shape[0]] = np.sqrt(np.einsum("ij,ij->i", diff, diff))
+        dist = distances_from(engine, space.mid)
         q = mech.quantile(dist, quantile, top * 1e-6, top,
                           mech.plan.item(_ITEM_RADIUS).epsilon, 1.0,
                           target=f"{quantile:g} quantile of the distances from the "
@@ -681,14 +670,14 @@ class CoresetKMeans(PrivateClusterMixin):
                     mech.plan.leave_unspent(name, "the tree released no cell")
             return np.zeros((0, d)), np.zeros(0, dtype=np.int64), None
         if space.projected:
-            labels = nearest_centre(tree_engine.X, points)
+            labels = nearest_labels(tree_engine, points)
             R, sizes = ball_step(engine, mech, labels, np.tile(space.mid, (m, 1)),
                                  np.full(m, rho), first.epsilon, items=first.names,
                                  label="coreset step", bounds=bounds, rho=first.rho)
             return R, sizes, None
         anchors = np.clip(points, bounds[:, 0], bounds[:, 1])
         radius = point_radius(spread2, bounds, BALL_FACTOR)
-        labels = nearest_centre(engine.X, anchors)
+        labels = nearest_labels(engine, anchors)
         R, sizes = ball_step(engine, mech, labels, anchors, radius, first.epsilon,
                              items=first.names, label="coreset step", bounds=bounds,
                              rho=first.rho)
@@ -700,8 +689,8 @@ class CoresetKMeans(PrivateClusterMixin):
         values). Given k: weighted k-means (centres the points cannot supply are uniform public
         draws in ``box``). Otherwise one candidate per k of
         :func:`~privclust.cluster._coreset.select.candidate_ks` and the exponential mechanism on
-        the records' silhouette sums (``Z``: the records, in the coordinates of ``P``;
-        sensitivity 1). Returns ``(k, centres, candidate ks)``."""
+        the records' silhouette sums (``Z``: the engine of the records in the coordinates of
+        ``P``; sensitivity 1). Returns ``(k, centres, candidate ks)``."""
         w = np.maximum(np.asarray(sizes, dtype=float), 0.0)
         P, w = P[w > 0], w[w > 0]
         m = P.shape[0]
@@ -717,10 +706,9 @@ class CoresetKMeans(PrivateClusterMixin):
         ks = candidate_ks(k_max)
         cands = candidate_centres(P, w, ks, int(gen.integers(0, 2**31 - 1)), N_INIT)
         eps_select = mech.plan.item(_ITEM_SELECT).epsilon
-        rate = score_rate(n_hat, eps_select, SCORE_SAMPLE, SAMPLE_CAP if Z.shape[1] <=
+        rate = score_rate(n_hat, eps_select, SCORE_SAMPLE, SAMPLE_CAP if box.shape[0] <=
                           NO_K_MAX_DIMS else np.inf)  # public values only
-        sample = Z[poisson_sample(Z.shape[0], rate, gen)] if rate < 1.0 else Z
-        scores = silhouette_sums(sample, cands, P)
+        scores = sample_scores(Z, rate, gen, cands, P)
         i = int(mech.select(scores, 1.0, eps_select,
                             target=f"the number of clusters, one of {len(ks)} candidates",
                             note="score: the simplified silhouette of the records of a Poisson "
@@ -752,7 +740,7 @@ class CoresetKMeans(PrivateClusterMixin):
             # a low quantile of the noise's squared norm (chi-square, d degrees of freedom);
             # fallback centres: none
             noise2 = max(d - 3.0 * np.sqrt(2.0 * d), 0.0) * np.where(np.isinf(var), 0.0, var)
-            labels, dist = corrected_nearest(engine.X, centres, noise2)
+            labels, dist = corrected_labels(engine, centres, noise2)
             q = mech.quantile(dist, BALL_QUANTILE,
                               top * 1e-6, top, mech.plan.item(names[2]).epsilon, 1.0,
                               target=f"{BALL_QUANTILE:g} quantile of the corrected "

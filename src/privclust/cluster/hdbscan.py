@@ -24,6 +24,7 @@ from ._base import (
     check_fit_cost,
     check_positive_int,
     clip_to_fitted_bounds,
+    is_dask_input,
     raise_not_fitted,
 )
 from ._density_grid import (
@@ -453,7 +454,9 @@ class DPHDBSCAN(PrivateClusterMixin):
         return self._labels_of(arr)
 
     def _labels_of(self, X) -> np.ndarray:
-        Xc = clip_to_fitted_bounds(self, np.asarray(X, dtype=float))
+        """Every record's label from the model (:func:`_record_labels`), on an array, or on
+        every chunk of dask input where the chunk lives (the labels come back as one NumPy
+        array; no record comes to the client)."""
         grid = ShiftedGrid(self.bounds_, self.bounds_[:, 0] - self.grid_origin_,
                            self.first_halvings_)
         grid.root_width = np.asarray(self.root_width_, dtype=float)  # the grid's, maybe padded
@@ -464,13 +467,39 @@ class DPHDBSCAN(PrivateClusterMixin):
             widths.append(grid.width(int(level)))
             cells.append(c[keep])
             labels.append(lab[keep])
+        table = None
         if len(grid.blocks) == 1 and self.tree_levels_.size:
             # every dimension halved at every level: one finest cell index per record and a
             # table per level, when the finest level's grid over the root is small enough
             finest = int(self.tree_levels_[-1])
             side = 2 ** int(grid.halvings(finest)[0])
-            if side ** Xc.shape[1] <= DENSE_LOOKUP_CELLS:
-                return labels_from_grid(Xc, self.grid_origin_, widths[-1], side,
-                                        [side >> (finest - int(lv)) for lv in self.tree_levels_],
-                                        cells, labels)
-        return labels_from_cells(Xc, self.grid_origin_, widths, cells, labels)
+            if side ** self.bounds_.shape[0] <= DENSE_LOOKUP_CELLS:
+                table = (side, [side >> (finest - int(lv)) for lv in self.tree_levels_])
+        args = (np.asarray(self.bounds_, dtype=float), self.grid_origin_, widths, cells, labels,
+                table)
+        if is_dask_input(X):
+            from ..engine.dask import record_labels
+
+            return record_labels(X, _record_labels, *args)
+        return _record_labels(X, *args)
+
+
+def _record_labels(X, bounds, origin, widths, cells, labels, table=None) -> np.ndarray:
+    """The labels of the rows of ``X`` (all records, or one chunk), each from that record and
+    the model alone: the record as float64, clipped to the fitted ``bounds`` (as
+    :func:`~privclust.cluster._base.clip_to_fitted_bounds` clips it), labelled by
+    :func:`~privclust.cluster._density_tree.labels_from_grid` (``table``: the finest grid's
+    side and each level's side, when every dimension halves at every level) or
+    :func:`~privclust.cluster._density_tree.labels_from_cells`."""
+    Xc = clip_to_fitted_bounds(_Fitted(bounds), np.asarray(X, dtype=float))
+    if table is not None:
+        side, sides = table
+        return labels_from_grid(Xc, origin, widths[-1], side, sides, cells, labels)
+    return labels_from_cells(Xc, origin, widths, cells, labels)
+
+
+class _Fitted:
+    """The fitted bounds alone (what :func:`clip_to_fitted_bounds` reads of a model)."""
+
+    def __init__(self, bounds):
+        self.bounds_ = bounds

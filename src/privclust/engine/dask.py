@@ -695,3 +695,24 @@ def unit_box_engine(X, bounds) -> DaskEngine:
     d = bounds.shape[0]
     return DaskEngine(X, np.tile([-1.0, 1.0], (d, 1)),
                       _transform=(to_unit, np.dtype(np.float64), lo, hi))
+
+
+def mapped_engine(engine: DaskEngine, fn, bounds, n_features: int) -> DaskEngine:
+    """A Dask engine over ``fn`` (a public per-record map, float64 rows of ``n_features``
+    values inside ``bounds``) applied to every chunk of ``engine``'s clipped records where the
+    chunk lives, persisted there, on ``engine``'s client (no pass to validate or clip: ``fn``'s
+    values lie inside ``bounds``). CoresetKMeans grows its tree on the records' images under
+    a public projection this way."""
+    out = DaskEngine.__new__(DaskEngine)
+    out.bounds = np.asarray(bounds, dtype=float)
+    out.retries = engine.retries
+    out._client = engine._client
+    out._source = engine  # keeps a cluster the engine started open as long as this one
+    images = engine.X.map_blocks(fn, dtype=np.float64,
+                                 chunks=(engine.X.chunks[0], (int(n_features),)))
+    out.X = engine._client.persist(images, retries=engine.retries)
+    out.n_clipped_records = 0
+    out._proto = LocalEngine(np.zeros((0, int(n_features))), out.bounds)
+    out._bins_cache = None
+    out._xblocks = list(out.X.to_delayed()[:, 0])
+    return out

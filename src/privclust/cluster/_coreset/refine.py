@@ -23,34 +23,21 @@ import math
 
 import numpy as np
 
-from ..._geometry import nearest_centres
-from ...engine.local import LocalGrouping
 from ...privacy import zcdp_gaussian_sigma
+from .data import ball_totals, corrected_nearest
 
 __all__ = ["COUNT_SHARE", "ball_step", "corrected_nearest", "centre_variance", "point_radius"]
 
 #: Share of a step's epsilon for the noisy sizes (the rest goes to the sums: the clusters hold
 #: hundreds of records or more, so the sizes need little).
 COUNT_SHARE = 0.15
-_ROWS = 1 << 16
-
-
-def _outside(X, group, anchors, radius) -> np.ndarray:
-    """Records whose distance from their cluster's anchor exceeds its radius (chunked)."""
-    far = np.zeros(group.size, dtype=bool)
-    rows = np.flatnonzero(group >= 0)
-    for start in range(0, rows.size, _ROWS):
-        r = rows[start:start + _ROWS]
-        g = group[r]
-        diff = np.asarray(X[r], dtype=np.float64) - anchors[g]
-        far[r] = np.einsum("ij,ij->i", diff, diff) > radius[g] ** 2
-    return far
 
 
 def ball_step(engine, mech, labels, anchors, radius, epsilon, *, items, label, bounds,
               rho=0.0, fallback=None):
     """One release of noisy sizes and sums of the ``k`` clusters given by ``labels`` (one per
-    record of ``engine``, -1: no cluster), records restricted to the balls ``anchors`` (k, d),
+    record of ``engine``, -1: no cluster; :class:`~privclust.cluster._coreset.data.ChunkLabels`
+    on the Dask engine), records restricted to the balls ``anchors`` (k, d),
     ``radius`` (k,). Returns ``(centres, noisy sizes)``; ``items`` names the plan's line items
     for the sizes and the sums; ``rho > 0`` releases the sums with the Gaussian mechanism at
     ``rho``-zCDP (a share of the sums' zCDP block), else with Laplace at the rest of
@@ -58,13 +45,11 @@ def ball_step(engine, mech, labels, anchors, radius, epsilon, *, items, label, b
     ``fallback`` (default: its anchor)."""
     anchors = np.asarray(anchors, dtype=float)
     radius = np.asarray(radius, dtype=float)
-    k, d = anchors.shape
-    group = np.asarray(labels, dtype=np.int64).copy()
-    group[_outside(engine.X, group, anchors, radius)] = -1
-    counts = np.bincount(group[group >= 0], minlength=k).astype(np.int64)
+    d = anchors.shape[1]
     # exact totals about the public anchors (centred in the engine), one division each by a
     # public radius: a function of the exact totals alone, however far the anchors lie from 0
-    units = engine.centred_sums(LocalGrouping(group, k), anchors) / radius[:, None]
+    counts, sums = ball_totals(engine, labels, anchors, radius)
+    units = sums / radius[:, None]
     eps_count = COUNT_SHARE * epsilon
     eps_sum = epsilon - eps_count
     n_hat = mech.count(counts, eps_count, target=f"cluster sizes, {label}",
@@ -83,26 +68,6 @@ def ball_step(engine, mech, labels, anchors, radius, epsilon, *, items, label, b
     keep = anchors if fallback is None else np.asarray(fallback, dtype=float)
     centres = np.where((n_hat >= 1)[:, None], anchors + radius[:, None] * mean, keep)
     return np.clip(centres, bounds[:, 0], bounds[:, 1]), n_hat
-
-
-def corrected_nearest(X, centres, offset):
-    """For every record, the centre ``j`` that minimises ``||x - c_j||^2 - offset_j`` and that
-    value, at least 0 (chunked): with ``offset_j`` the expected squared norm of the noise of
-    ``c_j``, the expected squared distance from the cluster's mean. Returns ``(labels,
-    corrected distances)``. Per-record arithmetic: the labels come from
-    :func:`~privclust._geometry.nearest_centres` (blocks whose shape does not depend on the
-    number of records), the distance from the record and its centre alone, so neither moves
-    when another record is added or removed."""
-    n = X.shape[0]
-    offset = np.broadcast_to(np.asarray(offset, dtype=np.float64), centres.shape[:1])
-    labels = nearest_centres(X, centres, offset=offset)
-    dist = np.empty(n)
-    for start in range(0, n, _ROWS // 16):
-        x = np.asarray(X[start:start + _ROWS // 16], dtype=np.float64)
-        diff = x - centres[labels[start:start + x.shape[0]]]
-        best = np.einsum("ij,ij->i", diff, diff) - offset[labels[start:start + x.shape[0]]]
-        dist[start:start + x.shape[0]] = np.sqrt(np.maximum(best, 0.0))
-    return labels, dist
 
 
 def centre_variance(radius, sizes, epsilon, rho, d) -> np.ndarray:

@@ -1,0 +1,299 @@
+"""Where :class:`~privclust.cluster.coreset.CoresetKMeans` reads the records: in memory (a
+:class:`~privclust.engine.LocalEngine`) or chunk by chunk where the chunks live (a
+:class:`~privclust.engine.dask.DaskEngine`), with the same values bit for bit.
+
+Every value read here is per-record arithmetic (a record's label, distance, projected image,
+place in the Poisson sample and silhouette term depend on that record and public values
+only) or an exact aggregate (counts; sums on the public fixed-point grid; silhouette terms
+rounded to a public grid and added as integers), so no value depends on the chunking:
+
+* :func:`projected_engine`: the tree's engine, over the public projection of the records
+  (each chunk projected where it lives);
+* :func:`nearest_labels`, :func:`corrected_labels`: every record's cluster (on the Dask engine,
+  :class:`ChunkLabels` left on the workers, beside their chunks) and, for the Lloyd steps, its
+  corrected distance (one value per record, brought to the client for the private quantile);
+* :func:`ball_totals`: the exact sizes and centred sums of the clusters' balls;
+* :func:`distances_from`: every record's distance from a public point (for a private quantile);
+* :func:`sample_scores`: the choice of k's silhouette sums over a Poisson sample, each chunk
+  drawing its own records' public uniforms from the fit's generator moved ahead to the chunk's
+  first row (the same draws, in the records' order, as one pass in memory makes).
+"""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+
+from ..._geometry import nearest_centres
+from ...engine.local import LocalEngine, LocalGrouping
+from .select import SCORE_UNITS, poisson_sample, silhouette_sums
+
+__all__ = ["ChunkLabels", "ball_totals", "corrected_labels", "corrected_nearest",
+           "distances_from", "is_dask_engine", "nearest_labels", "outside", "projected_engine",
+           "sample_scores"]
+
+_ROWS = 1 << 16
+#: State entries of a bit generator that a draw of doubles leaves alone (a buffered 32-bit
+#: half): kept when the client's generator is moved ahead instead of drawing.
+_BUFFERED = ("has_uint32", "uinteger")
+#: 32-bit words per block of randomgen's ChaCha.
+_CHACHA_BLOCK = 16
+
+
+def is_dask_engine(engine) -> bool:
+    """Whether ``engine`` holds its records in chunks on a Dask cluster."""
+    return hasattr(engine, "_xblocks")
+
+
+class ChunkLabels:
+    """Every record's cluster on the Dask engine: one int64 array per chunk of the records
+    (delayed objects, persisted on the workers or computed with the query that reads them),
+    ``-1`` for no cluster."""
+
+    def __init__(self, blocks: list):
+        self.blocks = blocks
+
+
+# ------------------------------------------------------------------------ per chunk
+def outside(X, group, anchors, radius) -> np.ndarray:
+    """Records whose distance from their cluster's anchor exceeds its radius (chunked)."""
+    far = np.zeros(group.size, dtype=bool)
+    rows = np.flatnonzero(group >= 0)
+    for start in range(0, rows.size, _ROWS):
+        r = rows[start:start + _ROWS]
+        g = group[r]
+        diff = np.asarray(X[r], dtype=np.float64) - anchors[g]
+        far[r] = np.einsum("ij,ij->i", diff, diff) > radius[g] ** 2
+    return far
+
+
+def corrected_nearest(X, centres, offset):
+    """For every record, the centre ``j`` that minimises ``||x - c_j||^2 - offset_j`` and that
+    value, at least 0 (chunked): with ``offset_j`` the expected squared norm of the noise of
+    ``c_j``, the expected squared distance from the cluster's mean. Returns ``(labels,
+    corrected distances)``. Per-record arithmetic: the labels come from
+    :func:`~privclust._geometry.nearest_centres` (blocks whose shape does not depend on the
+    number of records), the distance from the record and its centre alone, so neither moves
+    when another record is added or removed."""
+    n = X.shape[0]
+    offset = np.broadcast_to(np.asarray(offset, dtype=np.float64), centres.shape[:1])
+    labels = nearest_centres(X, centres, offset=offset)
+    dist = np.empty(n)
+    for start in range(0, n, _ROWS // 16):
+        x = np.asarray(X[start:start + _ROWS // 16], dtype=np.float64)
+        diff = x - centres[labels[start:start + x.shape[0]]]
+        best = np.einsum("ij,ij->i", diff, diff) - offset[labels[start:start + x.shape[0]]]
+        dist[start:start + x.shape[0]] = np.sqrt(np.maximum(best, 0.0))
+    return labels, dist
+
+
+def _distances(X, point) -> np.ndarray:
+    dist = np.empty(X.shape[0])
+    for start in range(0, dist.size, _ROWS):
+        diff = np.asarray(X[start:start + _ROWS], dtype=np.float64) - point
+        dist[start:start + diff.shape[0]] = np.sqrt(np.einsum("ij,ij->i", diff, diff))
+    return dist
+
+
+def _ball(proto, X, labels, anchors, radius):
+    """Exact sizes and centred sums (:class:`~privclust.engine._exact.ExactSums`) of the
+    records of every cluster within its ball, on ``X`` (all records, or one chunk)."""
+    k = anchors.shape[0]
+    group = np.asarray(labels, dtype=np.int64).copy()
+    group[outside(X, group, anchors, radius)] = -1
+    counts = np.bincount(group[group >= 0], minlength=k).astype(np.int64)
+    eng = copy.copy(proto)
+    eng.X = X
+    return counts, eng.exact_centred_sums(LocalGrouping(group, k), anchors)
+
+
+def _chunk_scores(Y, candidates, draw, anchors=None):
+    """The chunk's silhouette sums against every candidate, as integers (units of
+    ``1 / SCORE_UNITS``); ``draw``: None (every record) or ``(bit generator, first row,
+    rate)``; ``anchors``: as for :func:`~privclust.cluster._coreset.select.silhouette_sums`."""
+    if draw is not None:
+        bitgen, first, rate = draw
+        bitgen = copy.deepcopy(bitgen)
+        _skip(bitgen, first)
+        Y = Y[np.random.Generator(bitgen).random(Y.shape[0]) < rate]
+    return np.rint(silhouette_sums(Y, candidates, anchors) * SCORE_UNITS).astype(np.int64)
+
+
+def _first(pair):
+    return pair[0]
+
+
+def _second(pair):
+    return pair[1]
+
+
+# ------------------------------------------------------------------------ the fit's reads
+def projected_engine(engine, space):
+    """The tree's engine: ``engine`` itself, or (projected) an engine over the records'
+    images :meth:`~privclust.cluster._coreset.tree.Space.project` inside ``space.box``, each
+    chunk projected where it lives on the Dask engine."""
+    if not space.projected:
+        return engine
+    if is_dask_engine(engine):
+        from ...engine.dask import mapped_engine
+
+        return mapped_engine(engine, space.project, space.box, space.G.shape[0])
+    return LocalEngine(space.project(engine.X), space.box)
+
+
+def nearest_labels(engine, centres):
+    """Every record's nearest centre: an (n,) array in memory, :class:`ChunkLabels` (computed
+    with the query that reads them) on the Dask engine."""
+    centres = np.asarray(centres, dtype=float)
+    if not is_dask_engine(engine):
+        return nearest_centres(engine.X, centres)
+    from dask import delayed
+
+    return ChunkLabels([delayed(nearest_centres)(x, centres) for x in engine._xblocks])
+
+
+def corrected_labels(engine, centres, offset):
+    """:func:`corrected_nearest` of every record: ``(labels, corrected distances (n,))``; on
+    the Dask engine the labels stay on the workers (:class:`ChunkLabels`) and the distances
+    come to the client."""
+    if not is_dask_engine(engine):
+        return corrected_nearest(engine.X, centres, offset)
+    from dask import delayed
+
+    pairs = engine._client.persist([delayed(corrected_nearest)(x, centres, offset)
+                                    for x in engine._xblocks], retries=engine.retries)
+    dist = engine._compute(*[delayed(_second)(p) for p in pairs])
+    return ChunkLabels([delayed(_first)(p) for p in pairs]), _concat(dist)
+
+
+def ball_totals(engine, labels, anchors, radius):
+    """The exact size (int64, (k,)) and sum of ``x - anchors[j]`` ((k, d), the exact total
+    converted once) of the records of every cluster ``j`` (``labels``) within ``radius[j]`` of
+    ``anchors[j]``: one pass over the records."""
+    if not is_dask_engine(engine):
+        counts, sums = _ball(engine, engine.X, labels, anchors, radius)
+        return counts, sums.to_float()
+    from dask import delayed
+
+    from ...engine._dask_tasks import tree
+
+    counts, sums = engine._compute(tree([
+        delayed(_ball)(engine._proto, x, g, anchors, radius)
+        for x, g in zip(engine._xblocks, labels.blocks, strict=True)]))[0]
+    return counts, sums.to_float()
+
+
+def distances_from(engine, point) -> np.ndarray:
+    """Every record's distance from the public ``point`` (float64, (n,), in the records'
+    order; on the Dask engine computed per chunk and gathered on the client)."""
+    point = np.asarray(point, dtype=np.float64)
+    if not is_dask_engine(engine):
+        return _distances(engine.X, point)
+    from dask import delayed
+
+    return _concat(engine._compute(*[delayed(_distances)(x, point)
+                                     for x in engine._xblocks]))
+
+
+def sample_scores(engine, rate, generator, candidates, anchors=None) -> np.ndarray:
+    """The silhouette sums (:func:`~privclust.cluster._coreset.select.silhouette_sums`) of the
+    records of a Poisson sample of ``rate`` (:func:`~privclust.cluster._coreset.select.
+    poisson_sample`: one uniform draw of ``generator`` per record, in the records' order; every
+    record when ``rate >= 1``) against every candidate. On the Dask engine each chunk draws its
+    records' uniforms itself, from a copy of the generator moved ahead to the chunk's first row
+    (a generator that cannot be moved ahead exactly draws them here and sends each chunk its
+    part), the sums are added as integers on the workers, and ``generator`` ends where one pass
+    in memory leaves it: the same sample and the same scores whatever the chunking.
+    ``anchors``: the public points the candidates were fitted on (near-centre scoring, see
+    :func:`~privclust.cluster._coreset.select.silhouette_sums`)."""
+    if not is_dask_engine(engine):
+        X = engine.X
+        sample = X[poisson_sample(X.shape[0], rate, generator)] if rate < 1.0 else X
+        return silhouette_sums(sample, candidates, anchors)
+    from dask import delayed
+
+    from ...engine._dask_tasks import tree
+
+    cands = [np.asarray(c, dtype=np.float64) for c in candidates]
+    starts = np.cumsum((0, *engine.X.chunks[0]))
+    n = int(starts[-1])
+    bitgen = generator.bit_generator
+    if rate >= 1.0:
+        draws = [None] * len(engine._xblocks)
+    elif _moves_ahead(bitgen):
+        first = copy.deepcopy(bitgen)  # the chunks' copies start here
+        draws = [(first, int(s), float(rate)) for s in starts[:-1]]
+        _skip(bitgen, n)
+    else:  # drawn here, chunk by chunk in the records' order, each chunk sent its part
+        blocks = [delayed(_masked)(x, engine._client.scatter(poisson_sample(b - a, rate,
+                                                                            generator)))
+                  for x, a, b in zip(engine._xblocks, starts[:-1], starts[1:], strict=True)]
+        draws = [None] * len(blocks)
+        total = engine._compute(tree([delayed(_chunk_scores)(b, cands, None, anchors)
+                                             for b in blocks]))
+        return total[0] / SCORE_UNITS
+    total = engine._compute(tree([delayed(_chunk_scores)(x, cands, dr, anchors)
+                                  for x, dr in zip(engine._xblocks, draws, strict=True)]))
+    return total[0] / SCORE_UNITS
+
+
+def _masked(x, keep):
+    return x[keep]
+
+
+def _concat(parts) -> np.ndarray:
+    return np.concatenate(parts) if len(parts) else np.zeros(0)
+
+
+# ------------------------------------------------------------------------ the generator
+def _skip(bitgen, n: int) -> None:
+    """Move ``bitgen`` ahead by ``n`` doubles of ``Generator.random``: ``advance`` (PCG64,
+    Philox, ...), keeping the buffered 32-bit half that a draw of doubles leaves alone; or,
+    for randomgen's ChaCha (the secure default: a counter of 32-bit words, two per double),
+    the counter set to the block boundary before the target and the words left to it drawn.
+    :func:`_moves_ahead` checks the result on copies before a fit relies on it."""
+    if n <= 0:
+        return
+    before = bitgen.state
+    if hasattr(bitgen, "advance"):
+        bitgen.advance(n)
+        after = bitgen.state
+        for key in _BUFFERED:
+            if key in before:
+                after[key] = before[key]
+        bitgen.state = after
+        return
+    inner = before.get("state")
+    if not isinstance(inner, dict) or not {"ctr", "block"} <= set(inner) or len(
+            inner["block"]) != _CHACHA_BLOCK:
+        raise TypeError(f"{type(bitgen).__name__} cannot move ahead")
+    ctr = inner["ctr"]
+    target = int(ctr[0]) + (int(ctr[1]) << 64) + 2 * int(n)
+    start = target - target % _CHACHA_BLOCK  # a fresh block is made at the boundary
+    inner["ctr"] = np.array([start & ((1 << 64) - 1), start >> 64], dtype=np.uint64)
+    bitgen.state = before
+    if target > start:
+        np.random.Generator(bitgen).integers(0, 2**32 - 1, size=target - start,
+                                             dtype=np.uint32, endpoint=True)
+
+
+def _moves_ahead(bitgen) -> bool:
+    """Whether :func:`_skip` moves ``bitgen`` exactly as drawing doubles does (checked on
+    copies, across a block boundary: PCG64 and ChaCha do; MT19937 does not)."""
+    try:
+        drawn = copy.deepcopy(bitgen)
+        ref = np.random.Generator(drawn).random(53)
+        for first in (7, 37):
+            moved = copy.deepcopy(bitgen)
+            _skip(moved, first)
+            if not np.array_equal(np.random.Generator(moved).random(53 - first), ref[first:]):
+                return False
+        whole = copy.deepcopy(bitgen)
+        _skip(whole, 53)
+        a, b = np.random.Generator(drawn), np.random.Generator(whole)
+        return bool(np.array_equal(a.random(3), b.random(3)) and np.array_equal(
+            a.integers(0, 1 << 31, 3, dtype=np.int32), b.integers(0, 1 << 31, 3,
+                                                                   dtype=np.int32)))
+    except Exception:  # noqa: BLE001 - any failure: draw on the client
+        return False
