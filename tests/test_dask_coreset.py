@@ -129,7 +129,8 @@ def test_secure_generator_moves_ahead_exactly(client):
 
 def test_no_records_come_to_the_client(client, monkeypatch):
     """The fit reads aggregates, labels and distances per chunk: the records themselves never
-    leave the workers (labels_ aside, which the fitted model computes after the fit)."""
+    leave the workers, nor do they for ``labels_`` and the cost diagnostic (each chunk labels
+    and costs its own records)."""
     from privclust.engine.dask import DaskData
 
     def no_records(*args, **kwargs):
@@ -138,8 +139,6 @@ def test_no_records_come_to_the_client(client, monkeypatch):
     X = _mixture(3000, 12, 3, 2)
     Xd = da.from_array(X, chunks=((1000, 0, 2000), 12))
     monkeypatch.setattr(DaskData, "__getitem__", no_records)
-    monkeypatch.setattr("privclust.cluster.coreset.finish_centre_fit",
-                        lambda est, *args: est)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         monkeypatch.setattr(DaskData, "__array__", no_records)

@@ -206,6 +206,21 @@ def _nearest_labels(X, centres) -> np.ndarray:
     return nearest_centre(X, centres)
 
 
+def _clipped_labels(x, bounds, centres) -> np.ndarray:
+    """The nearest centre of each clipped row of one chunk (as ``predict``: the point as the
+    fit saw it)."""
+    return nearest_centres(np.clip(x, bounds[:, 0], bounds[:, 1]), centres)
+
+
+def _clipped_cost(x, bounds, centres) -> np.ndarray:
+    """One chunk's k-means cost of its clipped rows at ``centres``, as a length-1 array (a
+    diagnostic: float, so its last bits may depend on the chunking)."""
+    xc = np.clip(x, bounds[:, 0], bounds[:, 1])
+    if not xc.shape[0]:
+        return np.zeros(1)
+    return np.array([float(((xc - centres[nearest_centres(xc, centres)]) ** 2).sum())])
+
+
 def final_cost_and_labels(X, bounds, centres):
     """Labels of X (nearest centre: post-processing of the model) and the exact k-means cost of
     the clipped records at ``centres`` (the data holder's diagnostic), from one assignment.
@@ -215,10 +230,11 @@ def final_cost_and_labels(X, bounds, centres):
     :func:`nearest_centres`, so no block is padded but the last) and replaced by
     its squared differences; one sum over the whole buffer then adds them in the same order
     as a sum of the (n, d) array of squares would."""
-    if is_dask_input(X):
-        Xc = np.clip(X, bounds[:, 0], bounds[:, 1])
-        labels = _nearest_labels(Xc, centres)  # as predict: the point as the fit saw it
-        return labels, float(((Xc - centres[labels]) ** 2).sum())
+    if is_dask_input(X):  # chunk by chunk where the chunks live: no record to the client
+        from ..engine.dask import chunk_totals, record_labels
+
+        labels = record_labels(X, _clipped_labels, bounds, centres)
+        return labels, float(chunk_totals(X, _clipped_cost, bounds, centres)[0])
     n = X.shape[0]
     k = centres.shape[0]
     buf = np.empty(X.shape, dtype=np.result_type(X.dtype, bounds.dtype))
