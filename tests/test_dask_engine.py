@@ -75,6 +75,7 @@ def _same(a, b):
 def test_queries_equal_local(client, monkeypatch, chunking, dtype, small_parts):
     if small_parts:  # several sorting partitions and cell-key ranges
         monkeypatch.setattr(dask_engine, "_PART_VALUES", 97)
+        monkeypatch.setattr(dask_engine, "_COLUMN_VALUES", 97)
     X = _data(dtype=dtype)
     b = np.tile([-6.0, 6.0], (3, 1))
     L, D = _engines(X, b, chunking)
