@@ -97,12 +97,12 @@ def _gauss10_block(b: int, seed: int) -> np.ndarray:
 MAKERS = {"cabs": (_cabs_block, 2), "gauss10": (_gauss10_block, 10)}
 
 
-def generate(start, *, stop_rows, kind, seed):
+def generate(start, *, rows_of, kind, seed):
     """The records ``[start, start + rows)`` (one chunk), drawn here from the blocks they
     overlap (``start`` is a one-element array holding the chunk's first row)."""
     make, _ = MAKERS[kind]
     a = int(start[0])
-    z = a + int(stop_rows[a])
+    z = a + int(rows_of[a])
     parts = [make(b, seed) for b in range(a // BLOCK, (z - 1) // BLOCK + 1)]
     block = np.concatenate(parts) if len(parts) > 1 else parts[0]
     off = a - (a // BLOCK) * BLOCK
@@ -118,7 +118,7 @@ def lazy_records(n: int, kind: str, chunk_rows: int, seed: int):
     starts = np.cumsum([0, *sizes[:-1]])
     rows_of = dict(zip(starts.tolist(), sizes, strict=True))
     first = da.from_array(starts.astype(np.int64), chunks=1)
-    return first.map_blocks(generate, stop_rows=rows_of, kind=kind, seed=seed,
+    return first.map_blocks(generate, rows_of=rows_of, kind=kind, seed=seed,
                             chunks=(tuple(sizes), (d,)), new_axis=1, dtype=np.float32)
 
 

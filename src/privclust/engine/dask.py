@@ -14,11 +14,13 @@ moments and squared norms of ``assignment_stats``): every chunk returns its exac
 totals on the public grid (:mod:`privclust.engine._exact`, the NumPy engine's own code), the
 tree adds them exactly, and the client converts the total to float64 once.
 
-Neighbour gaps need each feature sorted across chunks: a bucket sort on splitters from the
-public bounds (equal-width buckets; a first pass counts the buckets so that consecutive buckets
-are grouped into partitions of similar size), one task per partition sorts its values, and the
-gap across a partition edge joins the last value of one non-empty partition and the first of the
-next. A single bucket is never split, so heavily tied data puts its ties in one task.
+Neighbour gaps need each feature sorted across chunks: up to ``_COLUMN_VALUES`` records a
+task sorts whole columns (a few per task, each gathered chunk by chunk); above, a bucket sort
+on splitters from the public bounds (equal-width buckets; a first pass counts the buckets so
+that consecutive buckets are grouped into partitions of similar size), one task per partition
+sorts its values, and the gap across a partition edge joins the last value of one non-empty
+partition and the first of the next. A single bucket is never split, so heavily tied data puts
+its ties in one task.
 """
 
 from __future__ import annotations
