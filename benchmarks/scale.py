@@ -6,6 +6,8 @@
     python benchmarks/scale.py --only memory   # only the in-memory comparisons
     python benchmarks/scale.py --only memory --processes --dpm-memory-points 10_000_000
     python benchmarks/scale.py --only memory --processes --no-malloc-trim   # see _start_cluster
+    python benchmarks/scale.py --only memory --processes --dpm-memory-points 10_000_000 \
+        --dpm-dtype float32                    # DPM on float32 rows
     python benchmarks/scale.py --only parquet --dbscan-points 100_000_000 --dpm-points 20_000_000
 
 The NumPy engine alone (no cluster in the process): DPDBSCAN on the 11M-point set below and
@@ -163,7 +165,8 @@ def _dpm_set(args):
     """DPM's in-memory set: Synth-100d, or ``--dpm-memory-points`` x ``--dpm-dims`` blobs."""
     if args.dpm_memory_points > 0:
         n, d = args.dpm_memory_points, args.dpm_dims
-        return ("DPM", f"{n:,} x {d} float64", blob_rows(n, d, 0).astype(np.float64), dpm)
+        dtype = np.dtype(args.dpm_dtype)
+        return ("DPM", f"{n:,} x {d} {dtype}", blob_rows(n, d, 0).astype(dtype), dpm)
     n = 20_000 if args.quick else 100_000
     return ("DPM", f"Synth-100d ({n:,} x 100)", synth_100d(n).X, dpm)
 
@@ -272,6 +275,8 @@ def main() -> None:
     ap.add_argument("--dpm-memory-points", type=int, default=0,
                     help="in memory: DPM on this many blob rows instead of Synth-100d")
     ap.add_argument("--dpm-dims", type=int, default=10, help="features of those rows")
+    ap.add_argument("--dpm-dtype", choices=["float64", "float32"], default="float64",
+                    help="type of those rows (default float64)")
     ap.add_argument("--chunk-rows", type=int, default=1 << 23, help="most rows per dask chunk")
     ap.add_argument("--chunks-per-worker", type=int, default=1,
                     help="in-memory chunks per worker (the data split evenly)")

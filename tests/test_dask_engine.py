@@ -69,12 +69,35 @@ def _same(a, b):
     np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.parametrize("chunking", list(CHUNKINGS))
+def test_gaps_of_moderate_data_sort_whole_columns(client, monkeypatch, chunking):
+    """Up to ``_COLUMN_VALUES`` records a gap pass sorts whole columns (a task per few
+    columns), even with many sorting partitions: no bucket counting or splitting pass over the
+    records, and the same gaps as the NumPy engine, dithered or not."""
+    from distributed import get_task_stream
+
+    monkeypatch.setattr(dask_engine, "_PART_VALUES", 97)  # the bucket sort's size, were it used
+    X = _data(n=600, d=5, dtype=np.float32)
+    b = np.tile([-6.0, 6.0], (5, 1))
+    L, D = _engines(X, b, chunking)
+    dither = (np.array([0.0, 0.01, 0.0, 0.02, 0.03]), _offsets)
+    with get_task_stream(client) as ts:
+        np.testing.assert_array_equal(L.neighbour_gaps(), D.neighbour_gaps())
+        np.testing.assert_array_equal(L.neighbour_gaps(dither=dither),
+                                      D.neighbour_gaps(dither=dither))
+    names = {(r["key"][0] if isinstance(r["key"], tuple) else r["key"]).split("-")[0]
+             for r in ts.data}
+    assert "sort_columns" in names
+    assert not names & {"bucket_hist", "split_block", "sort_part"}
+
+
 @pytest.mark.parametrize("small_parts", [False, True], ids=["one-part", "many-parts"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("chunking", list(CHUNKINGS))
 def test_queries_equal_local(client, monkeypatch, chunking, dtype, small_parts):
     if small_parts:  # several sorting partitions and cell-key ranges
         monkeypatch.setattr(dask_engine, "_PART_VALUES", 97)
+        monkeypatch.setattr(dask_engine, "_COLUMN_VALUES", 97)
     X = _data(dtype=dtype)
     b = np.tile([-6.0, 6.0], (3, 1))
     L, D = _engines(X, b, chunking)

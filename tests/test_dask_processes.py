@@ -42,6 +42,7 @@ def on_processes(process_client):
 def test_queries_equal_local_on_processes(on_processes, monkeypatch, small_parts):
     if small_parts:
         monkeypatch.setattr(dask_engine, "_PART_VALUES", 97)
+        monkeypatch.setattr(dask_engine, "_COLUMN_VALUES", 97)
     rng = np.random.default_rng(0)
     X = rng.normal(size=(600, 5)) * 2.5
     X[::3, 0] = np.round(X[::3, 0])  # ties

@@ -15,7 +15,7 @@ import numpy as np
 from dask import delayed
 
 from .._geometry import flat_cell_keys
-from .._scratch import as_scratch, scratch
+from .._scratch import scratch
 from ._exact import ExactSums
 from .base import AssignmentStats
 from .local import LocalGrouping, records_outside
@@ -166,8 +166,12 @@ def sort_part(*pieces):
 
 
 def take_columns(x, cols):
-    """Columns ``cols`` of a chunk (what a sorting task fetches from another worker)."""
-    return np.ascontiguousarray(x[:, cols])
+    """Columns ``cols`` of a chunk, one row per column, (len(cols), rows): what a sorting task
+    fetches from another worker, each column contiguous."""
+    out = np.empty((len(cols), x.shape[0]), dtype=x.dtype)
+    for i, j in enumerate(cols):
+        out[i] = x[:, j]
+    return out
 
 
 def gap_block(x, cols, dtype, offsets):
@@ -179,17 +183,27 @@ def gap_block(x, cols, dtype, offsets):
     return out
 
 
-def sort_columns(cols, dtype, offsets, *blocks):
-    """Columns ``cols`` of all chunks sorted in one task: their gaps, (len(cols), n - 1).
-    ``offsets`` maps a column's position in ``cols`` to its public dither (the values the
-    NumPy engine adds, in float64, before the cast)."""
-    x = np.concatenate([b[:, cols] for b in blocks])
-    n = x.shape[0]
-    out = np.empty((len(cols), max(n - 1, 0)), dtype=dtype)
-    for i in range(len(cols)):  # in this worker thread's scratch arrays (privclust._scratch)
-        col = np.add(x[:, i], offsets[i], out=scratch("gap dithered", (n,))) \
-            if i in offsets else x[:, i]
-        v = as_scratch("gap sorted", col, dtype)
+def sort_columns(dtype, offsets, *blocks):
+    """Some columns of all chunks sorted in one task, from each chunk's
+    :func:`take_columns`: their gaps, (columns, n - 1). ``offsets`` maps a column's position
+    to its public dither (the values the NumPy engine adds, in float64, before the cast). Each
+    column is gathered chunk by chunk into this worker thread's scratch arrays
+    (:mod:`privclust._scratch`): no copy of all the columns at once."""
+    n = sum(b.shape[1] for b in blocks)
+    n_cols = blocks[0].shape[0]
+    out = np.empty((n_cols, max(n - 1, 0)), dtype=dtype)
+    for i in range(n_cols):
+        v = scratch("gap sorted", (n,), dtype)
+        pos = 0
+        for b in blocks:
+            m = b.shape[1]
+            if i in offsets:  # the NumPy engine's float64 sum, then the cast
+                np.copyto(v[pos : pos + m], np.add(b[i], offsets[i][pos : pos + m],
+                                                   out=scratch("gap dithered", (m,))),
+                          casting="unsafe")
+            else:
+                np.copyto(v[pos : pos + m], b[i], casting="unsafe")
+            pos += m
         v.sort()
         np.subtract(v[1:], v[:-1], out=out[i])
     return out

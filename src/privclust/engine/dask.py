@@ -14,11 +14,13 @@ moments and squared norms of ``assignment_stats``): every chunk returns its exac
 totals on the public grid (:mod:`privclust.engine._exact`, the NumPy engine's own code), the
 tree adds them exactly, and the client converts the total to float64 once.
 
-Neighbour gaps need each feature sorted across chunks: a bucket sort on splitters from the
-public bounds (equal-width buckets; a first pass counts the buckets so that consecutive buckets
-are grouped into partitions of similar size), one task per partition sorts its values, and the
-gap across a partition edge joins the last value of one non-empty partition and the first of the
-next. A single bucket is never split, so heavily tied data puts its ties in one task.
+Neighbour gaps need each feature sorted across chunks: up to ``_COLUMN_VALUES`` records a
+task sorts whole columns (a few per task, each gathered chunk by chunk); above, a bucket sort
+on splitters from the public bounds (equal-width buckets; a first pass counts the buckets so
+that consecutive buckets are grouped into partitions of similar size), one task per partition
+sorts its values, and the gap across a partition edge joins the last value of one non-empty
+partition and the first of the next. A single bucket is never split, so heavily tied data puts
+its ties in one task.
 """
 
 from __future__ import annotations
@@ -45,6 +47,10 @@ __all__ = ["DaskData", "DaskEngine", "DaskGrouping", "as_dask_data", "chunk_tota
 _PART_VALUES = 1 << 22
 #: Values per feature batch of a neighbour-gap pass (bounds the workers' memory for the gaps).
 _BATCH_VALUES = 1 << 25
+#: Records up to which a neighbour-gap pass sorts whole columns, a task per few columns (the
+#: NumPy engine's sort, without the bucket sort's counting and splitting passes over the
+#: records: on 10M x 10 float32 those two passes cost about as much as the sorts).
+_COLUMN_VALUES = 1 << 25
 #: Chunks whose labels are gathered at once (bounds the client's memory for labels_).
 _LABEL_BATCH = 8
 _CACHE: dict = {}  # the last validated inputs: one pass per input, even across nested fits
@@ -579,16 +585,15 @@ class DaskEngine(Engine):
         if n == 0:
             return gaps.T
         batch = max(1, _BATCH_VALUES // n)
-        if n <= _PART_VALUES:  # a few tasks sort whole columns, dithered or not
+        if n <= min(_COLUMN_VALUES, _BATCH_VALUES):  # tasks sort whole columns, dithered or not
             offsets = {}  # drawn here, in the NumPy engine's order: one call per dithered column
             for j in range(d):
                 if dither is not None and dither[0][j] > 0:  # sent once, not in the graph
                     offsets[j] = self._client.scatter(dither[0][j] * np.asarray(dither[1](n)))
-            groups = np.array_split(np.arange(d), min(d, 4))
+            groups = np.array_split(np.arange(d), max(min(d, 4), -(-d // batch)))
             res = self._compute(*[
                 delayed(tasks.sort_columns)(  # only the group's columns leave their worker
-                    np.arange(c.size), dtype, {i: offsets[j] for i, j in enumerate(c)
-                                               if j in offsets},
+                    dtype, {i: offsets[j] for i, j in enumerate(c) if j in offsets},
                     *[delayed(tasks.take_columns)(x, c) for x in self._xblocks])
                 for c in groups])
             for c, r in zip(groups, res, strict=True):
