@@ -53,6 +53,9 @@ _BATCH_VALUES = 1 << 25
 _COLUMN_VALUES = 1 << 25
 #: Chunks whose labels are gathered at once (bounds the client's memory for labels_).
 _LABEL_BATCH = 8
+#: Records above which labels stay on the cluster as a lazy dask array (2^27 int64 labels
+#: are 1 GiB: more would not fit the client's memory beside the fit).
+LAZY_LABELS = 1 << 27
 _CACHE: dict = {}  # the last validated inputs: one pass per input, even across nested fits
 
 
@@ -210,7 +213,14 @@ def record_labels(data: DaskData, fn, *args) -> np.ndarray:
     """``fn(chunk, *args)``, an integer label per record, on every chunk where it lives,
     gathered into one int64 NumPy array a batch of chunks at a time (int32 in transit when the
     labels fit): the client holds the result and one batch, never every chunk's labels and
-    their concatenation at once."""
+    their concatenation at once. Above :data:`LAZY_LABELS` records the labels are not
+    gathered: the result is a lazy int64 dask array, one block per chunk, computed where the
+    chunks live when it is read (``.compute()``, ``to_parquet``, a reduction)."""
+    if data.shape[0] > LAZY_LABELS:
+        def labels64(x, *a):
+            return np.asarray(fn(x, *a)).astype(np.int64, copy=False)
+
+        return data.array.map_blocks(labels64, *args, drop_axis=1, dtype=np.int64)
     narrow = data.shape[0] < 2**31
 
     def labels(x, *a):
