@@ -125,6 +125,9 @@ CHOICE_SUPPORT_SCALES = 2.0
 #: with odds of at least ``e^(0.01 * SCORE_SAMPLE)`` however many records there are. Scored in
 #: at most ``NO_K_MAX_DIMS`` dimensions, at most about ``SAMPLE_CAP`` (16,000) records.
 SCORE_SAMPLE = 400.0
+#: Without k: the choice takes this share of each candidate centre's expected squared noise
+#: (public) off the records' squared distances to it (see the documentation).
+NOISE_OFF = 1.0
 #: Share of the refinement's budget for the step at the coreset's resolution (one cluster per
 #: coreset point), before k is chosen; the rest goes to the ``n_lloyd`` steps at k.
 OVER_SHARE = 0.5
@@ -529,10 +532,10 @@ class CoresetKMeans(PrivateClusterMixin):
                 engine, tree_engine, mech, space, grid, points, weights, spread2, budgets_,
                 rho, (k_user, k_cap, n_hat, eps), gen, step)
         report.notes += self._notes(space, depth, released, points, k, k_user, steps)
-        if k_user is None:  # the smallest findable cluster, from the plan's budgets
+        if k_user is None:  # the smallest findable cluster, from the budgets spent
             scales = SUPPORT_SCALES if wide else self._choice_scales(space.box.shape[0])
-            report.notes.append(smallest_cluster_note([significance_floor(
-                b, 1 << space.box.shape[0]) for b in budgets if b > 0], scales / (
+            report.notes.append(smallest_cluster_note(self._tree_floors(
+                released, budgets, space.box.shape[0]), scales / (
                 COUNT_SHARE * eps_steps[0]) if eps_steps else 0.0))
         self.coreset_ = points
         self.coreset_weights_ = weights
@@ -584,16 +587,16 @@ class CoresetKMeans(PrivateClusterMixin):
                                  is not None else self._choice_scales(space.box.shape[0]))
                 R, R_sizes = R[keep], R_sizes[keep]
                 R_spread = None if R_spread is None else R_spread[keep]
+            # the refined points' noise (public), carried by the centres made of them
+            first_radius = np.zeros(0) if not R.shape[0] else np.full(R.shape[0], rho) \
+                if space.projected else point_radius(R_spread, space.bounds, BALL_FACTOR)
+            R_var = centre_variance(first_radius, R_sizes, steps[0].epsilon, steps[0].rho, d)
             k, centres, ks = self._choose(engine.X, space.bounds, R, R_sizes, *choice, gen,
-                                          mech)
+                                          mech, var=R_var)
             if points.shape[0] == 0:  # no coreset step ran: its share of the sums' block
                 steps = pass_on_rho(mech, steps, _ITEM_SUMS)
         step()
-        # the refined points' noisy sizes and noise, carried by the centres made of them
-        first_radius = np.zeros(0) if not R.shape[0] else np.full(R.shape[0], rho) \
-            if space.projected else point_radius(R_spread, space.bounds, BALL_FACTOR)
-        sizes, var = merged_centres(R, R_sizes, centre_variance(
-            first_radius, R_sizes, steps[0].epsilon, steps[0].rho, d), centres)
+        sizes, var = merged_centres(R, R_sizes, R_var, centres)
         # the centres' sizes are sums over the refined points nearest them, not a release about
         # these clusters: the first Lloyd step has nothing to compare its sizes with
         centres, sizes, history = self._lloyd(engine, mech, space, centres, sizes, var,
@@ -638,6 +641,15 @@ class CoresetKMeans(PrivateClusterMixin):
                             f"{GIVEN_K_LEAVES:g} leaves per cluster (at least "
                             f"{GIVEN_K_MIN_DEPTH} levels), from the released record count")
         return levels[:grown], [plan.item(name).epsilon for name in levels[:grown]]
+
+    @staticmethod
+    def _tree_floors(released, budgets, p) -> list[float]:
+        """The significance floors of the tree's levels as released (public: each release's
+        epsilon; a level released again after a stop: the second release's, which spent the
+        budget of the levels below); without any level released, those of the plan."""
+        if released:
+            return [float(lv.floor) for lv in released]
+        return [significance_floor(b, 1 << p) for b in budgets if b > 0]
 
     @staticmethod
     def _choice_scales(p) -> float:
@@ -695,14 +707,18 @@ class CoresetKMeans(PrivateClusterMixin):
         return R, sizes, spread2
 
     @staticmethod
-    def _choose(Z, box, P, sizes, k_user, k_cap, n_hat, eps, gen, mech):
+    def _choose(Z, box, P, sizes, k_user, k_cap, n_hat, eps, gen, mech, var=None):
         """k and its centres from the weighted points ``P`` (post-processing of released
         values). Given k: weighted k-means (centres the points cannot supply are uniform public
         draws in ``box``). Otherwise one candidate per k of
         :func:`~privclust.cluster._coreset.select.candidate_ks` and the exponential mechanism on
         the records' silhouette sums (``Z``: the records, in the coordinates of ``P``;
-        sensitivity 1). Returns ``(k, centres, candidate ks)``."""
+        sensitivity 1). ``var``: the points' noise variances per coordinate (public); each
+        candidate centre's expected squared noise (``d`` times the variance of the weighted
+        mean of the points nearest it) is taken off the records' squared distances to it.
+        Returns ``(k, centres, candidate ks)``."""
         w = np.maximum(np.asarray(sizes, dtype=float), 0.0)
+        var = None if var is None else np.asarray(var, dtype=float)[w > 0]
         P, w = P[w > 0], w[w > 0]
         m = P.shape[0]
         if k_user is not None:
@@ -720,12 +736,16 @@ class CoresetKMeans(PrivateClusterMixin):
         rate = score_rate(n_hat, eps_select, SCORE_SAMPLE, SAMPLE_CAP if Z.shape[1] <=
                           NO_K_MAX_DIMS else np.inf)  # public values only
         sample = Z[poisson_sample(Z.shape[0], rate, gen)] if rate < 1.0 else Z
-        scores = silhouette_sums(sample, cands, P)
+        noise2 = None if var is None else [NOISE_OFF * P.shape[1] * np.where(np.isinf(v), 0.0, v)
+                                           for v in (
+            merged_centres(P, w, var, C)[1] for C in cands)]
+        scores = silhouette_sums(sample, cands, P, noise2)
         i = int(mech.select(scores, 1.0, eps_select,
                             target=f"the number of clusters, one of {len(ks)} candidates",
                             note="score: the simplified silhouette of the records of a Poisson "
                             f"sample of public rate {rate:.4g} against each candidate's centres "
-                            "(public, from the coreset): sensitivity 1",
+                            "(public, from the coreset; squared distances less the centres' "
+                            "public expected squared noise): sensitivity 1",
                             item=_ITEM_SELECT, monotone=True))
         return ks[i], cands[i], ks
 
