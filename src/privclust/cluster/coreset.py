@@ -215,7 +215,8 @@ class CoresetKMeans(PrivateClusterMixin):
        size reaches ``CHOICE_SUPPORT_SCALES`` noise scales of the step's count, or
        ``NO_K_SUPPORT_SCALES`` on trees of at most ``NO_K_MAX_DIMS`` dimensions: a cluster split
        among several coreset points keeps them) gives k centres; the exponential mechanism picks one
-       candidate by the simplified silhouette summed over the records of a Poisson sample of public
+       candidate by the simplified silhouette (squared distances less each centre's public expected
+       squared noise, ``NOISE_OFF``) summed over the records of a Poisson sample of public
        rate (about ``SCORE_SAMPLE / eps_select`` records, every record of smaller data; sensitivity
        1, however many candidates). Wider data chooses among clusterings of the coreset in the
        projection, then recovers the chosen clusters' means in the original space (records by
