@@ -30,6 +30,7 @@ from ._base import (
 from ._centres import finish_centre_fit
 from ._coreset.combine import (
     SUPPORT_SCALES,
+    candidate_noise2,
     extra_centres,
     inverse_variance,
     lost_clusters,
@@ -37,6 +38,7 @@ from ._coreset.combine import (
     pass_on_rho,
     smallest_cluster_note,
     supported,
+    tree_floors,
 )
 from ._coreset.refine import (
     COUNT_SHARE,
@@ -64,7 +66,6 @@ from ._coreset.tree import (
     leaf_summary,
     level_budgets,
     mass_stop,
-    significance_floor,
 )
 
 __all__ = ["CoresetKMeans"]
@@ -125,9 +126,6 @@ CHOICE_SUPPORT_SCALES = 2.0
 #: with odds of at least ``e^(0.01 * SCORE_SAMPLE)`` however many records there are. Scored in
 #: at most ``NO_K_MAX_DIMS`` dimensions, at most about ``SAMPLE_CAP`` (16,000) records.
 SCORE_SAMPLE = 400.0
-#: Without k: the choice takes this share of each candidate centre's expected squared noise
-#: (public) off the records' squared distances to it (see the documentation).
-NOISE_OFF = 1.0
 #: Share of the refinement's budget for the step at the coreset's resolution (one cluster per
 #: coreset point), before k is chosen; the rest goes to the ``n_lloyd`` steps at k.
 OVER_SHARE = 0.5
@@ -216,7 +214,7 @@ class CoresetKMeans(PrivateClusterMixin):
        ``NO_K_SUPPORT_SCALES`` on trees of at most ``NO_K_MAX_DIMS`` dimensions: a cluster split
        among several coreset points keeps them) gives k centres; the exponential mechanism picks one
        candidate by the simplified silhouette (squared distances less each centre's public expected
-       squared noise, ``NOISE_OFF``) summed over the records of a Poisson sample of public
+       squared noise) summed over the records of a Poisson sample of public
        rate (about ``SCORE_SAMPLE / eps_select`` records, every record of smaller data; sensitivity
        1, however many candidates). Wider data chooses among clusterings of the coreset in the
        projection, then recovers the chosen clusters' means in the original space (records by
@@ -535,7 +533,7 @@ class CoresetKMeans(PrivateClusterMixin):
         report.notes += self._notes(space, depth, released, points, k, k_user, steps)
         if k_user is None:  # the smallest findable cluster, from the budgets spent
             scales = SUPPORT_SCALES if wide else self._choice_scales(space.box.shape[0])
-            report.notes.append(smallest_cluster_note(self._tree_floors(
+            report.notes.append(smallest_cluster_note(tree_floors(
                 released, budgets, space.box.shape[0]), scales / (
                 COUNT_SHARE * eps_steps[0]) if eps_steps else 0.0))
         self.coreset_ = points
@@ -644,15 +642,6 @@ class CoresetKMeans(PrivateClusterMixin):
         return levels[:grown], [plan.item(name).epsilon for name in levels[:grown]]
 
     @staticmethod
-    def _tree_floors(released, budgets, p) -> list[float]:
-        """The significance floors of the tree's levels as released (public: each release's
-        epsilon; a level released again after a stop: the second release's, which spent the
-        budget of the levels below); without any level released, those of the plan."""
-        if released:
-            return [float(lv.floor) for lv in released]
-        return [significance_floor(b, 1 << p) for b in budgets if b > 0]
-
-    @staticmethod
     def _choice_scales(p) -> float:
         return NO_K_SUPPORT_SCALES if p <= NO_K_MAX_DIMS else CHOICE_SUPPORT_SCALES
 
@@ -714,10 +703,9 @@ class CoresetKMeans(PrivateClusterMixin):
         draws in ``box``). Otherwise one candidate per k of
         :func:`~privclust.cluster._coreset.select.candidate_ks` and the exponential mechanism on
         the records' silhouette sums (``Z``: the records, in the coordinates of ``P``;
-        sensitivity 1). ``var``: the points' noise variances per coordinate (public); each
-        candidate centre's expected squared noise (``d`` times the variance of the weighted
-        mean of the points nearest it) is taken off the records' squared distances to it.
-        Returns ``(k, centres, candidate ks)``."""
+        sensitivity 1). ``var``: the points' noise variances (public); each candidate centre's
+        expected squared noise (:func:`~privclust.cluster._coreset.combine.candidate_noise2`)
+        is taken off the records' squared distances to it. Returns ``(k, centres, ks)``."""
         w = np.maximum(np.asarray(sizes, dtype=float), 0.0)
         var = None if var is None else np.asarray(var, dtype=float)[w > 0]
         P, w = P[w > 0], w[w > 0]
@@ -737,9 +725,7 @@ class CoresetKMeans(PrivateClusterMixin):
         rate = score_rate(n_hat, eps_select, SCORE_SAMPLE, SAMPLE_CAP if Z.shape[1] <=
                           NO_K_MAX_DIMS else np.inf)  # public values only
         sample = Z[poisson_sample(Z.shape[0], rate, gen)] if rate < 1.0 else Z
-        noise2 = None if var is None else [NOISE_OFF * P.shape[1] * np.where(np.isinf(v), 0.0, v)
-                                           for v in (
-            merged_centres(P, w, var, C)[1] for C in cands)]
+        noise2 = None if var is None else candidate_noise2(P, w, var, cands)
         scores = silhouette_sums(sample, cands, P, noise2)
         i = int(mech.select(scores, 1.0, eps_select,
                             target=f"the number of clusters, one of {len(ks)} candidates",
