@@ -49,3 +49,26 @@ def test_the_sample_rate_is_public_and_capped_where_asked():
     # at most about `cap` records, whatever epsilon
     assert select.score_rate(100_000, 0.0075, 400.0, cap=16000.0) == 0.16
     assert select.score_rate(0, 0.03, 400.0) == 1.0
+
+
+def test_the_centres_expected_noise_comes_off_the_squared_distances():
+    """``noise2``: a centre's expected squared noise is taken off the squared distances to it
+    (at least 0) before the silhouette; zeros change nothing, and every term stays in
+    ``[0, 1]``, so one record still moves every score by at most 1, in one direction."""
+    Y, cands, centres = _case()
+    zero = [np.zeros(np.asarray(c).shape[0]) for c in cands]
+    plain = silhouette_sums(Y, cands, centres)
+    assert np.array_equal(silhouette_sums(Y, cands, centres, zero), plain)
+    # the 12-centre candidate with noisy centres: its noise taken off raises its score
+    rng = np.random.default_rng(1)
+    noisy = centres + rng.normal(scale=3.0, size=centres.shape)
+    noise2 = [2 * 3.0**2 * np.ones(12)]
+    raw = silhouette_sums(Y, [noisy], centres)[0]
+    off = silhouette_sums(Y, [noisy], centres, noise2)[0]
+    exact = silhouette_sums(Y, [centres], centres)[0]
+    assert raw < off and abs(off - exact) < abs(raw - exact)
+    big = [np.full(12, 1e9)]  # every distance taken to 0: every term 0, none negative
+    assert silhouette_sums(Y, [noisy], centres, big)[0] == 0.0
+    for extra in (np.array([[0.0, 0.0]]), noisy[:1] + 0.1):
+        more = silhouette_sums(np.vstack([Y, extra]), [noisy], centres, noise2)[0]
+        assert 0.0 <= more - off <= 1.0

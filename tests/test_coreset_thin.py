@@ -56,3 +56,31 @@ def test_given_k_and_wide_trees_grow_every_level():
     model = _fit(X, n_clusters=15, max_depth=7)
     items = [r.item for r in model.privacy_report_.releases]
     assert "cell counts, level 7" in items and "cell counts, retry of the last level" not in items
+
+
+def test_without_k_many_small_clusters_at_small_epsilon_are_not_merged():
+    """35 clusters of 150 records in 2-d at epsilon 0.5: the choice takes each candidate
+    centre's public expected squared noise off the records' squared distances to it, so a
+    candidate of many centres, each made of few noisy coreset points, is not marked down for
+    their noise. Measured on these seeds: 9 to 22 clusters (mean ARI 0.47) without the
+    correction, 20 to 27 (0.67) with it."""
+    X, y = make_blobs(5250, 2, centers=35, cluster_std=0.3, center_box=(-12, 12),
+                      random_state=5)
+    fits = [_fit(X, random_state=s) for s in range(4)]
+    assert min(m.n_clusters_ for m in fits) >= 18
+    assert np.mean([adjusted_rand_score(y, m.labels_) for m in fits]) > 0.6
+
+
+def test_the_smallest_findable_cluster_uses_the_budgets_spent_after_a_stop():
+    """1,000 uniform records at epsilon 0.5: the tree stops at level 1 and releases it again
+    with the budget of the levels below, so its floor is that release's (lower than the
+    plan's level 1), and the note on the smallest findable cluster says so."""
+    X = np.random.default_rng(0).uniform(-10, 10, size=(1000, 2))
+    model = _fit(X, bounds=(-10, 10))
+    report = model.privacy_report_
+    assert any("the tree stopped at level 1:" in note for note in report.notes)
+    plan = {line["item"]: line["epsilon"] for line in report.plan}
+    spent = significance_floor(plan["cell counts, retry of the last level"], 4)
+    planned = significance_floor(plan["cell counts, level 1"], 4)
+    note = next(n for n in report.notes if n.startswith("smallest findable cluster"))
+    assert spent < planned and f"significance floors up to {spent:.0f}," in note

@@ -27,6 +27,7 @@ from ._base import (
 from ._centres import finish_centre_fit
 from ._coreset.combine import (
     SUPPORT_SCALES,
+    candidate_noise2,
     extra_centres,
     inverse_variance,
     lost_clusters,
@@ -34,6 +35,7 @@ from ._coreset.combine import (
     pass_on_rho,
     smallest_cluster_note,
     supported,
+    tree_floors,
 )
 from ._coreset.data import (
     corrected_labels,
@@ -60,7 +62,6 @@ from ._coreset.tree import (
     leaf_summary,
     level_budgets,
     mass_stop,
-    significance_floor,
 )
 
 __all__ = ["CoresetKMeans"]
@@ -208,7 +209,8 @@ class CoresetKMeans(PrivateClusterMixin):
        size reaches ``CHOICE_SUPPORT_SCALES`` noise scales of the step's count, or
        ``NO_K_SUPPORT_SCALES`` on trees of at most ``NO_K_MAX_DIMS`` dimensions: a cluster split
        among several coreset points keeps them) gives k centres; the exponential mechanism picks one
-       candidate by the simplified silhouette summed over the records of a Poisson sample of public
+       candidate by the simplified silhouette (squared distances less each centre's public expected
+       squared noise) summed over the records of a Poisson sample of public
        rate (about ``SCORE_SAMPLE / eps_select`` records, every record of smaller data; sensitivity
        1, however many candidates). Wider data chooses among clusterings of the coreset in the
        projection, then recovers the chosen clusters' means in the original space (records by
@@ -521,10 +523,10 @@ class CoresetKMeans(PrivateClusterMixin):
                 engine, tree_engine, mech, space, grid, points, weights, spread2, budgets_,
                 rho, (k_user, k_cap, n_hat, eps), gen, step)
         report.notes += self._notes(space, depth, released, points, k, k_user, steps)
-        if k_user is None:  # the smallest findable cluster, from the plan's budgets
+        if k_user is None:  # the smallest findable cluster, from the budgets spent
             scales = SUPPORT_SCALES if wide else self._choice_scales(space.box.shape[0])
-            report.notes.append(smallest_cluster_note([significance_floor(
-                b, 1 << space.box.shape[0]) for b in budgets if b > 0], scales / (
+            report.notes.append(smallest_cluster_note(tree_floors(
+                released, budgets, space.box.shape[0]), scales / (
                 COUNT_SHARE * eps_steps[0]) if eps_steps else 0.0))
         self.coreset_ = points
         self.coreset_weights_ = weights
@@ -576,16 +578,16 @@ class CoresetKMeans(PrivateClusterMixin):
                                  is not None else self._choice_scales(space.box.shape[0]))
                 R, R_sizes = R[keep], R_sizes[keep]
                 R_spread = None if R_spread is None else R_spread[keep]
+            # the refined points' noise (public), carried by the centres made of them
+            first_radius = np.zeros(0) if not R.shape[0] else np.full(R.shape[0], rho) \
+                if space.projected else point_radius(R_spread, space.bounds, BALL_FACTOR)
+            R_var = centre_variance(first_radius, R_sizes, steps[0].epsilon, steps[0].rho, d)
             k, centres, ks = self._choose(engine, space.bounds, R, R_sizes, *choice, gen,
-                                          mech)
+                                          mech, var=R_var)
             if points.shape[0] == 0:  # no coreset step ran: its share of the sums' block
                 steps = pass_on_rho(mech, steps, _ITEM_SUMS)
         step()
-        # the refined points' noisy sizes and noise, carried by the centres made of them
-        first_radius = np.zeros(0) if not R.shape[0] else np.full(R.shape[0], rho) \
-            if space.projected else point_radius(R_spread, space.bounds, BALL_FACTOR)
-        sizes, var = merged_centres(R, R_sizes, centre_variance(
-            first_radius, R_sizes, steps[0].epsilon, steps[0].rho, d), centres)
+        sizes, var = merged_centres(R, R_sizes, R_var, centres)
         # the centres' sizes are sums over the refined points nearest them, not a release about
         # these clusters: the first Lloyd step has nothing to compare its sizes with
         centres, sizes, history = self._lloyd(engine, mech, space, centres, sizes, var,
@@ -684,14 +686,18 @@ class CoresetKMeans(PrivateClusterMixin):
         return R, sizes, spread2
 
     @staticmethod
-    def _choose(Z, box, P, sizes, k_user, k_cap, n_hat, eps, gen, mech):
+    def _choose(Z, box, P, sizes, k_user, k_cap, n_hat, eps, gen, mech, var=None):
         """k and its centres from the weighted points ``P`` (post-processing of released
         values). Given k: weighted k-means (centres the points cannot supply are uniform public
         draws in ``box``). Otherwise one candidate per k of
         :func:`~privclust.cluster._coreset.select.candidate_ks` and the exponential mechanism on
         the records' silhouette sums (``Z``: the engine of the records in the coordinates of
-        ``P``; sensitivity 1). Returns ``(k, centres, candidate ks)``."""
+        ``P``; sensitivity 1). ``var``: the points' noise variances (public); each candidate
+        centre's expected squared noise
+        (:func:`~privclust.cluster._coreset.combine.candidate_noise2`) is taken off the
+        records' squared distances to it. Returns ``(k, centres, ks)``."""
         w = np.maximum(np.asarray(sizes, dtype=float), 0.0)
+        var = None if var is None else np.asarray(var, dtype=float)[w > 0]
         P, w = P[w > 0], w[w > 0]
         m = P.shape[0]
         if k_user is not None:
@@ -708,12 +714,14 @@ class CoresetKMeans(PrivateClusterMixin):
         eps_select = mech.plan.item(_ITEM_SELECT).epsilon
         rate = score_rate(n_hat, eps_select, SCORE_SAMPLE, SAMPLE_CAP if box.shape[0] <=
                           NO_K_MAX_DIMS else np.inf)  # public values only
-        scores = sample_scores(Z, rate, gen, cands, P)
+        noise2 = None if var is None else candidate_noise2(P, w, var, cands)
+        scores = sample_scores(Z, rate, gen, cands, P, noise2)
         i = int(mech.select(scores, 1.0, eps_select,
                             target=f"the number of clusters, one of {len(ks)} candidates",
                             note="score: the simplified silhouette of the records of a Poisson "
                             f"sample of public rate {rate:.4g} against each candidate's centres "
-                            "(public, from the coreset): sensitivity 1",
+                            "(public, from the coreset; squared distances less the centres' "
+                            "public expected squared noise): sensitivity 1",
                             item=_ITEM_SELECT, monotone=True))
         return ks[i], cands[i], ks
 

@@ -9,16 +9,21 @@ from __future__ import annotations
 import numpy as np
 
 from .._base import nearest_centre
+from .._shifted_tree import significance_floor
 from .refine import COUNT_SHARE
 
-__all__ = ["SUPPORT_SCALES", "extra_centres", "inverse_variance", "lost_clusters",
-           "merged_centres", "pass_on_rho", "smallest_cluster_note", "support_floor", "supported"]
+__all__ = ["NOISE_OFF", "SUPPORT_SCALES", "candidate_noise2", "extra_centres",
+           "inverse_variance", "lost_clusters", "merged_centres", "pass_on_rho",
+           "smallest_cluster_note", "support_floor", "supported", "tree_floors"]
 
 #: A refined coreset point (and, for wide data, a recovered cluster) is kept when its noisy
 #: size reaches this many noise scales of its count (an empty one passes with probability about
 #: ``e^-3 / 2``): unsupported points drew centres of their own, and an empty cluster's fallback
 #: centre (the middle of the bounds) can sit among the records when the noise is large.
 SUPPORT_SCALES = 3.0
+#: Without k: the choice takes this share of each candidate centre's expected squared noise
+#: (:func:`candidate_noise2`) off the records' squared distances to it (see the documentation).
+NOISE_OFF = 1.0
 
 
 def extra_centres(P, w, count, box, gen) -> np.ndarray:
@@ -113,3 +118,23 @@ def pass_on_rho(mech, steps, item):
         mech.plan.leave_unspent(item, "the tree released no cell")
         return steps
     return [steps[0], steps[1]._replace(rho=steps[1].rho + steps[0].rho), *steps[2:]]
+
+
+def candidate_noise2(points, sizes, var, candidates) -> list[np.ndarray]:
+    """Each candidate centre's expected squared noise (post-processing of public scales and
+    released sizes): ``NOISE_OFF`` times ``d`` times the noise variance per coordinate of the
+    weighted mean of the refined points nearest it (:func:`merged_centres`; 0 where no point
+    supports it)."""
+    d = np.asarray(points).shape[1]
+    return [NOISE_OFF * d * np.where(np.isinf(v), 0.0, v) for v in (
+        merged_centres(points, sizes, var, C)[1] for C in candidates)]
+
+
+def tree_floors(released, budgets, p) -> list[float]:
+    """The significance floors of the tree's levels as released (public: each release's
+    epsilon; a level released again after a stop: the second release's, which spent the
+    budget of the levels below); without any level released, those of the plan's ``budgets``
+    (``p`` tree dimensions)."""
+    if released:
+        return [float(lv.floor) for lv in released]
+    return [significance_floor(b, 1 << p) for b in budgets if b > 0]

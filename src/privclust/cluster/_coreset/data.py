@@ -108,16 +108,18 @@ def _ball(proto, X, labels, anchors, radius):
     return counts, eng.exact_centred_sums(LocalGrouping(group, k), anchors)
 
 
-def _chunk_scores(Y, candidates, draw, anchors=None):
+def _chunk_scores(Y, candidates, draw, anchors=None, noise2=None):
     """The chunk's silhouette sums against every candidate, as integers (units of
     ``1 / SCORE_UNITS``); ``draw``: None (every record) or ``(bit generator, first row,
-    rate)``; ``anchors``: as for :func:`~privclust.cluster._coreset.select.silhouette_sums`."""
+    rate)``; ``anchors``, ``noise2``: as for
+    :func:`~privclust.cluster._coreset.select.silhouette_sums`."""
     if draw is not None:
         bitgen, first, rate = draw
         bitgen = copy.deepcopy(bitgen)
         _skip(bitgen, first)
         Y = Y[np.random.Generator(bitgen).random(Y.shape[0]) < rate]
-    return np.rint(silhouette_sums(Y, candidates, anchors) * SCORE_UNITS).astype(np.int64)
+    return np.rint(silhouette_sums(Y, candidates, anchors, noise2)
+                   * SCORE_UNITS).astype(np.int64)
 
 
 def _first(pair):
@@ -196,7 +198,8 @@ def distances_from(engine, point) -> np.ndarray:
                                      for x in engine._xblocks]))
 
 
-def sample_scores(engine, rate, generator, candidates, anchors=None) -> np.ndarray:
+def sample_scores(engine, rate, generator, candidates, anchors=None,
+                  noise2=None) -> np.ndarray:
     """The silhouette sums (:func:`~privclust.cluster._coreset.select.silhouette_sums`) of the
     records of a Poisson sample of ``rate`` (:func:`~privclust.cluster._coreset.select.
     poisson_sample`: one uniform draw of ``generator`` per record, in the records' order; every
@@ -205,12 +208,13 @@ def sample_scores(engine, rate, generator, candidates, anchors=None) -> np.ndarr
     (a generator that cannot be moved ahead exactly draws them here and sends each chunk its
     part), the sums are added as integers on the workers, and ``generator`` ends where one pass
     in memory leaves it: the same sample and the same scores whatever the chunking.
-    ``anchors``: the public points the candidates were fitted on (near-centre scoring, see
-    :func:`~privclust.cluster._coreset.select.silhouette_sums`)."""
+    ``anchors``: the public points the candidates were fitted on (near-centre scoring), and
+    ``noise2``: the candidates' centres' public expected squared noise, as for
+    :func:`~privclust.cluster._coreset.select.silhouette_sums`."""
     if not is_dask_engine(engine):
         X = engine.X
         sample = X[poisson_sample(X.shape[0], rate, generator)] if rate < 1.0 else X
-        return silhouette_sums(sample, candidates, anchors)
+        return silhouette_sums(sample, candidates, anchors, noise2)
     from dask import delayed
 
     from ...engine._dask_tasks import tree
@@ -230,10 +234,10 @@ def sample_scores(engine, rate, generator, candidates, anchors=None) -> np.ndarr
                                                                             generator)))
                   for x, a, b in zip(engine._xblocks, starts[:-1], starts[1:], strict=True)]
         draws = [None] * len(blocks)
-        total = engine._compute(tree([delayed(_chunk_scores)(b, cands, None, anchors)
+        total = engine._compute(tree([delayed(_chunk_scores)(b, cands, None, anchors, noise2)
                                              for b in blocks]))
         return total[0] / SCORE_UNITS
-    total = engine._compute(tree([delayed(_chunk_scores)(x, cands, dr, anchors)
+    total = engine._compute(tree([delayed(_chunk_scores)(x, cands, dr, anchors, noise2)
                                   for x, dr in zip(engine._xblocks, draws, strict=True)]))
     return total[0] / SCORE_UNITS
 

@@ -211,38 +211,49 @@ def _near_centres(anchors, centres, near: int) -> np.ndarray:
     return part
 
 
-def silhouette_sums_near(Y, candidates, anchors) -> np.ndarray:
+def silhouette_sums_near(Y, candidates, anchors, noise2=None) -> np.ndarray:
     """Every candidate's ``sum_x s(x)`` over the rows of ``Y``, with ``a`` and ``b`` the two
     least distances from ``x`` to the ``NEAR_CENTRES`` centres of the candidate nearest the
     public anchor nearest ``x`` (``anchors``: the points the candidates were fitted on): the
     simplified silhouette wherever the record's two nearest centres are among them, as they
     are for a record near its anchor. A row's anchor is found once for all the candidates (a
-    k-d tree over the anchors), and the candidates are scored together. Each term is a function
-    of the record and public values alone, in ``[0, 1]``, rounded down to a multiple of
-    ``1 / SCORE_UNITS`` and added exactly: one record changes each sum by at most 1, whatever
-    the other records and the rows' chunks."""
+    k-d tree over the anchors), and the candidates are scored together. ``noise2``: per
+    candidate, the expected squared noise of each centre (public: the noise scales of the
+    releases it was made of), taken off the squared distances to that centre (at least 0), so
+    that ``a`` and ``b`` estimate the distances to the clusters' means rather than to their
+    noisy estimates (a candidate of many noisy centres is not marked down for their noise).
+    Each term is a function of the record and public values alone, in ``[0, 1]``, rounded down
+    to a multiple of ``1 / SCORE_UNITS`` and added exactly: one record changes each sum by at
+    most 1, whatever the other records and the rows' chunks."""
     A = np.asarray(anchors, dtype=np.float64)
     live = [i for i, c in enumerate(candidates) if np.asarray(c).shape[0] >= 2]
     scores = np.zeros(len(candidates))
     if not live or Y.shape[0] == 0 or A.shape[0] == 0:
         return scores
     d = A.shape[1]
-    parts, near, start = [], np.empty((A.shape[0], len(live), NEAR_CENTRES), np.int64), 0
+    parts, offs, start = [], [], 0
+    near = np.empty((A.shape[0], len(live), NEAR_CENTRES), np.int64)
     for col, i in enumerate(live):
         C = np.asarray(candidates[i], dtype=np.float64)
         idx = _near_centres(A, C, NEAR_CENTRES)
         near[:, col, :idx.shape[1]] = idx + start
         near[:, col, idx.shape[1]:] = -1  # the sentinel: a centre at infinity
         parts.append(C)
+        offs.append(np.zeros(C.shape[0]) if noise2 is None else np.asarray(noise2[i], float))
         start += C.shape[0]
     stack = np.vstack(parts + [np.full((1, d), np.inf)])
+    off = np.concatenate(offs + [np.zeros(1)])
     tree = cKDTree(A)
     totals = np.zeros(len(live), dtype=np.int64)
     rows = max(256, (1 << 20) // (len(live) * NEAR_CENTRES * d))
     for lo in range(0, Y.shape[0], rows):
         x = np.asarray(Y[lo:lo + rows], dtype=np.float64)
-        diff = stack[near[tree.query(x)[1]]] - x[:, None, None, :]
-        d2 = np.partition(np.einsum("rlqd,rlqd->rlq", diff, diff), 1, axis=2)
+        idx = near[tree.query(x)[1]]
+        diff = stack[idx] - x[:, None, None, :]
+        d2 = np.einsum("rlqd,rlqd->rlq", diff, diff)
+        if noise2 is not None:
+            d2 = np.maximum(d2 - off[idx], 0.0)
+        d2 = np.partition(d2, 1, axis=2)
         a, b = np.sqrt(d2[..., 0]), np.sqrt(d2[..., 1])
         with np.errstate(invalid="ignore", divide="ignore"):
             s = np.clip(np.where(b > 0, (b - a) / b, 0.0), 0.0, 1.0)
@@ -251,12 +262,12 @@ def silhouette_sums_near(Y, candidates, anchors) -> np.ndarray:
     return scores
 
 
-def silhouette_sums(Y, candidates, anchors=None) -> np.ndarray:
+def silhouette_sums(Y, candidates, anchors=None, noise2=None) -> np.ndarray:
     """:func:`silhouette_sum` of ``Y`` against every candidate's centres, the candidates shared
     among the cores (each sum is exact: the same whichever thread computes it); with
-    ``anchors``, :func:`silhouette_sums_near`."""
+    ``anchors``, :func:`silhouette_sums_near` (and its ``noise2``)."""
     if anchors is not None:
-        return silhouette_sums_near(Y, candidates, anchors)
+        return silhouette_sums_near(Y, candidates, anchors, noise2)
     scores = np.zeros(len(candidates))
 
     def one(i):
