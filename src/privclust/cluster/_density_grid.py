@@ -176,10 +176,13 @@ def grid_levels(noisy: np.ndarray, level: int, epsilon: float,
         if below == 0:
             steps += [(sizes[-1], 2.0 ** (k * d / 4.0), math.log2(3.0 / sizes[-1]) + k / 2.0)
                       for k in range(1, extra + 1)]
+        sums: dict = {}  # neighbourhood sums of this level, per size
         for size, mult, shift in steps:
             sd = mult * noise_sd(epsilon) * math.sqrt(float(size**d) * 2.0 ** (below * d))
-            near = ndimage.correlate(counts, np.ones((size,) * d, dtype=np.int64),
-                                     mode="constant", cval=0)
+            if size not in sums:
+                sums[size] = ndimage.correlate(counts, np.ones((size,) * d, dtype=np.int64),
+                                               mode="constant", cval=0)
+            near = sums[size]
             dense = near >= scales * sd
             if prev is None:
                 up = np.full(counts.shape, -1, dtype=np.int64)

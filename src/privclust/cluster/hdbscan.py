@@ -52,7 +52,6 @@ from ._shifted_tree import (
     ShiftedGrid,
     grow,
     hst_threshold,
-    lookup_rows,
 )
 
 __all__ = ["DPHDBSCAN"]
@@ -404,45 +403,46 @@ class DPHDBSCAN(PrivateClusterMixin):
         self._reach = SPREAD_REACH
         self._near = SPREAD_NEAR
         self._extra_note = []
-        self._tables(grid, dense, mcs, power=0.5)
-        if self.n_clusters_ == 0 and dense:
+        if dense and not build_cluster_tree(dense, mcs, self._lambdas(grid, dense, 0.5)
+                                            ).selected.any():
             # no split up to the finest level's threshold: read the densities above it off
             # the same counts (higher thresholds on the finest cells)
             noisy, level, eps_hist = self._grid_release
-            self._tables(grid, grid_levels(noisy, level, eps_hist, extra=EXTRA_ENTRIES), mcs,
-                         power=0.5)
+            dense = grid_levels(noisy, level, eps_hist, extra=EXTRA_ENTRIES)
             self._extra_note = [f"no split up to the finest level's threshold: its cells read "
                                 f"again at up to {EXTRA_ENTRIES} higher thresholds "
                                 "(post-processing)"]
+        self._tables(grid, dense, mcs, power=0.5)
 
     def _tables(self, grid, dense, mcs, power: float = 1.0):
         """The cluster tree of the dense levels, the clusters kept and the model's tables
         (released values and public geometry only)."""
-        lam = [self._lambda(grid, lv.grid_level, power) * 2.0**(power * lv.lam_shift)
-               for lv in dense]
-        lam.append(self._lambda(grid, dense[-1].grid_level + 1, power) if dense else 1.0)
-        if dense and dense[-1].lam_shift > 0:  # entries above the finest level's threshold
-            lam[-1] = lam[-2] * 2.0 ** (power * 0.5)
-        tree = build_cluster_tree(dense, mcs, np.asarray(lam))
+        tree = build_cluster_tree(dense, mcs, self._lambdas(grid, dense, power))
         kept = np.flatnonzero(tree.selected)
         self.cluster_stability_ = tree.stability[kept]
         top = self.cluster_stability_.max() if kept.size else 1.0
         self.cluster_persistence_ = self.cluster_stability_ / (top if top > 0 else 1.0)
         self.n_clusters_ = int(kept.size)
         self.min_cluster_size_ = float(mcs)
+        raw = [tree.cell_labels(i) for i in range(len(dense))]
+        # the border is spread into the grid levels' entries and from the first entry above
+        # the finest threshold; the entries above that keep their clusters' cells
+        m = next((i + 1 for i, lv in enumerate(dense) if lv.lam_shift > 0), len(dense))
         labels = spread_labels(
-            dense, [tree.cell_labels(i) for i in range(len(dense))],
-            [grid.centres(lv.grid_level, lv.cells) for lv in dense], reach=self._reach,
-            near=None if self._near is None else
-            [self._near * float(grid.width(lv.grid_level).max()) for lv in dense])
-        # one table per grid level: its first entry's cells (a later entry's are among them),
-        # each cell labelled by the last entry that labels it
+            dense[:m], raw[:m], [grid.centres(lv.grid_level, lv.cells) for lv in dense[:m]],
+            reach=self._reach, near=None if self._near is None else
+            [self._near * float(grid.width(lv.grid_level).max()) for lv in dense[:m]]) + raw[m:]
+        # one table per grid level: its first entry's cells (a later entry's are among them:
+        # ``parent`` is the position in the entry before), each cell labelled by the last
+        # entry that labels it
         levels, cells, counts, labs = [], [], [], []
+        pos = np.zeros(0, dtype=np.int64)
         for lv, lab in zip(dense, labels, strict=True):
             if levels and levels[-1] == lv.grid_level:
-                pos = lookup_rows(cells[-1], lv.cells)
+                pos = pos[lv.parent]
                 labs[-1][pos[lab >= 0]] = lab[lab >= 0]
                 continue
+            pos = np.arange(lv.cells.shape[0])
             levels.append(lv.grid_level)
             cells.append(lv.cells)
             counts.append(lv.counts.astype(np.int64))
@@ -452,6 +452,15 @@ class DPHDBSCAN(PrivateClusterMixin):
         self.grid_origin_ = grid.origin
         self.root_width_ = grid.root_width
         self.first_halvings_ = grid.first
+
+    def _lambdas(self, grid, dense, power: float) -> np.ndarray:
+        """The density level of every entry of ``dense``, and of the level below the last."""
+        lam = [self._lambda(grid, lv.grid_level, power) * 2.0**(power * lv.lam_shift)
+               for lv in dense]
+        lam.append(self._lambda(grid, dense[-1].grid_level + 1, power) if dense else 1.0)
+        if dense and dense[-1].lam_shift > 0:  # entries above the finest level's threshold
+            lam[-1] = lam[-2] * 2.0 ** (power * 0.5)
+        return np.asarray(lam)
 
     @staticmethod
     def _lambda(grid, level, power: float = 1.0) -> float:
