@@ -31,8 +31,9 @@ from ..privacy.histogram import release_dense_histogram
 from ._density_tree import DenseLevel
 
 __all__ = ["COARSE_BITS", "COARSE_SHARE", "COUNT_SHARE", "DENSE_SCALES", "GRID_BITS",
-           "GRID_MAX_DIMS", "NEIGHBOURHOODS", "PAD", "RECORDS_PER_CELL", "finest_level",
-           "grid_levels", "noise_sd", "occupied_share", "release_grid"]
+           "GRID_MAX_DIMS", "NEIGHBOURHOODS", "PAD", "RECORDS_PER_CELL", "finest_grid",
+           "finest_level", "grid_levels", "noise_sd", "occupied_share", "release_grid",
+           "square_box"]
 
 #: Features up to which DPHDBSCAN releases one dense grid (above: the shifted grid tree).
 GRID_MAX_DIMS = 3
@@ -86,6 +87,39 @@ def finest_level(n_hat: float, epsilon: float, d: int, occupied: float = 1.0) ->
     return int(np.clip(round(math.log2(cells) / d), 2, GRID_BITS // d))
 
 
+def square_box(bounds: np.ndarray) -> np.ndarray:
+    """The grid's box over ``bounds`` ((d, 2)): from the lower bounds, every side as wide as the
+    widest feature's range (widened by ``PAD``), so that every cell is a square (a cube) in the
+    data's own units, as the Euclidean distances of HDBSCAN and DPDBSCAN measure them. A
+    feature narrower than the widest fills part of the box; the cells beyond it stay empty (only
+    their noise). Public values only."""
+    box = np.asarray(bounds, dtype=float).copy()
+    span = float((box[:, 1] - box[:, 0]).max())
+    box[:, 1] = box[:, 0] + span * (1.0 + PAD)
+    return box
+
+
+def finest_grid(n_hat: float, epsilon: float, box: np.ndarray,
+                occupied: float = 1.0) -> tuple[int, np.ndarray]:
+    """The finest level and the box its grid covers: cells as wide as about
+    ``n_hat / (RECORDS_PER_CELL * sigma)`` cells over the share ``occupied`` of ``box`` give
+    (:func:`finest_level`'s count, not rounded to a power of two), the box's sides grown to
+    ``2^level`` such cells (the cells beyond the given box stay empty). Rounding the cell count
+    to a power of two per feature moved the finest width by up to a factor ``sqrt 2`` and the
+    clusters found with it; a continuous width does not. At most ``2^GRID_BITS`` cells (then
+    the box is kept and its cells are as fine as that allows), at least 4 per feature.
+    Released values and public values only."""
+    d = box.shape[0]
+    per_side = (max(float(n_hat), 1.0)
+                / (RECORDS_PER_CELL * noise_sd(epsilon) * occupied)) ** (1.0 / d)
+    level = int(np.clip(math.ceil(math.log2(max(per_side, 1.0))), 2, GRID_BITS // d))
+    if (1 << level) < per_side or per_side < 4.0:
+        return level, box  # capped (or coarser than 4 cells a side): the box as given
+    out = box.copy()
+    out[:, 1] = box[:, 0] + (box[:, 1] - box[:, 0]) / per_side * (1 << level)
+    return level, out
+
+
 def release_grid(engine, mech, origin: np.ndarray, width: np.ndarray, level: int,
                  epsilon: float, item: str) -> np.ndarray:
     """The noisy record count of every cell of the finest grid (``2^level`` cells per
@@ -114,7 +148,8 @@ def _coarser(counts: np.ndarray) -> np.ndarray:
 
 
 def grid_levels(noisy: np.ndarray, level: int, epsilon: float,
-                scales: float = DENSE_SCALES, sizes: tuple = NEIGHBOURHOODS) -> list[DenseLevel]:
+                scales: float = DENSE_SCALES, sizes: tuple = NEIGHBOURHOODS,
+                extra: int = 0) -> list[DenseLevel]:
     """The dense cells of every level, coarsest (2 cells per dimension) first, from the finest
     level's released counts (``level``): each level's counts are sums of the finest's. At
     every grid level one entry per neighbourhood size of ``sizes`` (largest first: a
@@ -124,7 +159,10 @@ def grid_levels(noisy: np.ndarray, level: int, epsilon: float,
     included) form components. Entries above the first with a dense cell (coarse sums of many
     cells' noise) are skipped; stops at the next entry without a dense cell. Entries are
     numbered 1, 2, ... (``DenseLevel.level``), their grid level in ``width_level``.
-    Post-processing."""
+    ``extra``: up to that many entries below the finest level, on its cells, each with a
+    threshold ``2^(d/4)`` times the one above (a density level ``2^(1/4)`` higher: a quarter of
+    a level's step in ``lambda``, noted in ``lam_shift``), while they have dense cells: the
+    densities above the finest level's threshold, read off the same counts. Post-processing."""
     d = noisy.ndim
     grids = [noisy]
     while grids[-1].shape[0] > 2:
@@ -134,10 +172,17 @@ def grid_levels(noisy: np.ndarray, level: int, epsilon: float,
     prev = None  # per cell of the entry above: its position among the dense, -1 if not dense
     for i, counts in enumerate(grids):
         below = level - (i + 1)  # halvings from this level to the finest
-        for size in sizes:
-            sd = noise_sd(epsilon) * math.sqrt(float(size**d) * 2.0 ** (below * d))
-            near = ndimage.correlate(counts, np.ones((size,) * d, dtype=np.int64),
-                                     mode="constant", cval=0)
+        steps = [(size, 1.0, math.log2(3.0 / size)) for size in sizes]
+        if below == 0:
+            steps += [(sizes[-1], 2.0 ** (k * d / 4.0), math.log2(3.0 / sizes[-1]) + k / 2.0)
+                      for k in range(1, extra + 1)]
+        sums: dict = {}  # neighbourhood sums of this level, per size
+        for size, mult, shift in steps:
+            sd = mult * noise_sd(epsilon) * math.sqrt(float(size**d) * 2.0 ** (below * d))
+            if size not in sums:
+                sums[size] = ndimage.correlate(counts, np.ones((size,) * d, dtype=np.int64),
+                                               mode="constant", cval=0)
+            near = sums[size]
             dense = near >= scales * sd
             if prev is None:
                 up = np.full(counts.shape, -1, dtype=np.int64)
@@ -156,6 +201,6 @@ def grid_levels(noisy: np.ndarray, level: int, epsilon: float,
             out.append(DenseLevel(len(out) + 1, np.argwhere(dense).astype(np.int64),
                                   counts[dense].astype(float),
                                   comp[dense].astype(np.int64) - 1, up[dense], int(n_comp),
-                                  i + 1, math.log2(3.0 / size)))
+                                  i + 1, shift))
             prev = pos
     return out

@@ -285,13 +285,15 @@ def labels_from_grid(X: np.ndarray, origin: np.ndarray, width: np.ndarray, side:
 
 
 def spread_labels(levels: list[DenseLevel], labels: list, centres: list,
-                  reach: int | None = None) -> list:
+                  reach: int | None = None, near: list | None = None) -> list:
     """Labels of the dense cells, with every unlabelled cell whose component holds kept cells
     further down (a component the clusters split from) given the label of the nearest of them
     (by cell centre, ``centres[i]`` per level): a record there belongs to the cluster it is
     nearest among those its component splits into, as HDBSCAN's members belong to their
     cluster. Cells of components without kept cells below stay -1. ``reach``: only kept cells
-    at most that many levels below count (None: any level below). Post-processing."""
+    at most that many levels below count (None: any level below); ``near[i]``: only cells of
+    ``levels[i]`` whose centre lies at most that far from the kept cell's (None: any
+    distance). Post-processing."""
     n = len(levels)
     out = [np.asarray(lab).copy() for lab in labels]
     for i in range(n - 1):
@@ -314,7 +316,9 @@ def spread_labels(levels: list[DenseLevel], labels: list, centres: list,
         span = np.ptp(np.vstack([pts, centres[i]]), axis=0).max() * 4.0 + 1.0
         tree = cKDTree(np.column_stack([pts, comps * span]))
         me = levels[i].component[todo]
-        _, near = tree.query(np.column_stack([centres[i][todo], me * span]))
-        same = comps[near] == me
-        out[i][todo[same]] = labs[near[same]]
+        dist, hit = tree.query(np.column_stack([centres[i][todo], me * span]))
+        same = comps[hit] == me
+        if near is not None:  # only cells near a kept cell
+            same &= dist <= near[i]
+        out[i][todo[same]] = labs[hit[same]]
     return out

@@ -33,12 +33,12 @@ from ._density_grid import (
     COUNT_SHARE,
     DENSE_SCALES,
     GRID_MAX_DIMS,
-    PAD,
-    finest_level,
+    finest_grid,
     grid_levels,
     noise_sd,
     occupied_share,
     release_grid,
+    square_box,
 )
 from ._density_tree import (
     build_cluster_tree,
@@ -53,7 +53,6 @@ from ._shifted_tree import (
     ShiftedGrid,
     grow,
     hst_threshold,
-    lookup_rows,
 )
 
 __all__ = ["DPHDBSCAN"]
@@ -80,6 +79,14 @@ DENSE_FACTOR = 3.0
 #: cluster only when kept cells of its component lie at most this many levels below (the
 #: border of a cluster); farther from the clusters, records are noise.
 SPREAD_REACH = 1
+#: ... and only when its centre lies at most this many of its own widths from the nearest kept
+#: cell's centre (a cell touching the cluster); farther cells of the component the clusters
+#: split from (the background between them) stay noise.
+SPREAD_NEAR = 1.25
+#: The grid release: when its levels never split into two clusters, the finest level's
+#: cells are read again at up to this many higher thresholds (each ``2^(d/4)`` times the one
+#: above: :func:`~privclust.cluster._density_grid.grid_levels`' ``extra``).
+EXTRA_ENTRIES = 8
 #: ``predict`` looks cells up in a table per level when the finest level's grid over the root
 #: has at most this many cells (a record's cell at every level from its finest cell's index).
 DENSE_LOOKUP_CELLS = 1 << 24
@@ -132,25 +139,29 @@ class DPHDBSCAN(PrivateClusterMixin):
     1. **The release.** Up to ``GRID_MAX_DIMS`` features (:mod:`privclust.cluster.
        _density_grid`): a noisy record count (``COUNT_SHARE`` of epsilon), the counts of a
        coarse grid of at most ``2^COARSE_BITS`` cells (``COARSE_SHARE``; they say what share
-       of the box the records occupy), then the counts of **one** fine grid over the bounds
-       with the rest of the budget, as fine as the released count and occupied share say the
-       budget resolves (about ``RECORDS_PER_CELL`` noise scales of records per occupied
-       cell). Both grids are dense histograms: two-sided geometric noise on every cell, empty
-       ones included. Every coarser level of the hierarchy (2, 4, 8, ... cells per feature) is
-       the sum of the fine level's released counts (post-processing): the whole hierarchy for
-       the price of one level. Above ``GRID_MAX_DIMS`` features, the shifted grid tree
-       (:mod:`privclust.cluster._shifted_tree`, shared with HSTKMeans, DPCube and
-       CoresetKMeans) releases level by level with the linear-time sparse histogram, its
-       first level halving every dimension ``first_halvings(d)`` times, stopped
-       (``max_depth=None``) at the first level whose significant cells hold less than half the
-       first level's records, that level then released again with the budget of the levels
-       below.
+       of the box the records occupy), then the counts of **one** fine grid with the rest of
+       the budget. The box is square over the bounds (every cell as wide in every feature:
+       HDBSCAN's Euclidean distances), and the fine cells are as wide as the released count
+       and occupied share say the budget resolves (about ``RECORDS_PER_CELL`` noise scales of
+       records per occupied cell; the width is not rounded to a power of two of the box: the
+       box grows to ``2^level`` such cells). Both grids are dense histograms: two-sided
+       geometric noise on every cell, empty ones included. Every coarser level of the
+       hierarchy (2, 4, 8, ... cells per feature) is the sum of the fine level's released
+       counts (post-processing): the whole hierarchy for the price of one level. Above
+       ``GRID_MAX_DIMS`` features, the shifted grid tree (:mod:`privclust.cluster.
+       _shifted_tree`, shared with HSTKMeans, DPCube and CoresetKMeans) releases level by
+       level with the linear-time sparse histogram, its first level halving every dimension
+       ``first_halvings(d)`` times, stopped (``max_depth=None``) at the first level whose
+       significant cells hold less than half the first level's records, that level then
+       released again with the budget of the levels below.
     2. **The cluster tree** (post-processing): at every level the dense cells form connected
        components (cells adjacent in the grid, diagonal neighbours included); a component's
        cells have their parents in one component of the level above, so the components form a
        tree. A cell is dense when its noisy count plus its neighbours' reaches a threshold set
        by the noise alone (the grid: ``DENSE_SCALES`` standard deviations of that sum's noise;
-       the tree: ``DENSE_FACTOR`` times the level's threshold) and its parent is dense.
+       the tree: ``DENSE_FACTOR`` times the level's threshold) and its parent is dense. The
+       grid, when its levels never split into two clusters: the finest level's cells again at
+       up to ``EXTRA_ENTRIES`` higher thresholds (each a quarter level's step in ``lambda``).
     3. **The clusters** (post-processing): condensed as HDBSCAN condenses its tree, with
        ``min_cluster_size`` in records (noisy mass): a cluster goes on down the levels while
        at most one child component is that heavy; where two or more are, each becomes a
@@ -159,7 +170,8 @@ class DPHDBSCAN(PrivateClusterMixin):
        the next level; the cluster at the top (the whole data) is never kept.
     4. **Labels** (post-processing): every dense cell takes its kept cluster, or, in a
        component the kept clusters split from, the nearest kept cell's (the grid: only where
-       kept cells lie at most ``SPREAD_REACH`` levels below, a cluster's border); a record
+       kept cells lie at most ``SPREAD_REACH`` levels below and the cell's centre at most
+       ``SPREAD_NEAR`` of its widths from the nearest kept cell's, a cluster's border); a record
        takes the label of its cell at the finest level where it is dense and labelled; -1
        (noise) otherwise. ``predict`` does the same for new records.
 
@@ -282,6 +294,7 @@ class DPHDBSCAN(PrivateClusterMixin):
             grid, released, n_hat, notes, report = self._fit_grid(
                 X, bounds, source, plan, accountant, depth)
             self._post_process_grid(grid, released, n_hat, mcs)
+            notes += self._extra_note
             self.shift_ = np.zeros(d)
         else:
             grid, released, n_hat, notes, report = self._fit_tree(
@@ -325,21 +338,24 @@ class DPHDBSCAN(PrivateClusterMixin):
                 target="record count n (sets the finest grid)",
                 note="noisy n, never the exact n", item=COUNT_ITEM)[0])
             step()
-            # public geometry: the bounds widened by PAD, 2^level cells per dimension at the
-            # finest level (first_halvings 2: level l has 2^l cells per dimension)
-            box = bounds.copy()
-            box[:, 1] = bounds[:, 0] + (bounds[:, 1] - bounds[:, 0]) * (1.0 + PAD)
+            # public geometry: a square box over the bounds (widened by PAD), 2^level cells
+            # per dimension at level l (first_halvings 2)
+            box = square_box(bounds)
             grid = ShiftedGrid(box, np.zeros(X.shape[1]), 2)
             coarse = max(1, COARSE_BITS // X.shape[1])
             share = occupied_share(release_grid(engine, mech, grid.origin, grid.width(coarse),
                                                 coarse, eps_c, COARSE_ITEM), eps_c)
-            level = finest_level(n_hat, eps_hist, X.shape[1], share)
-            if depth is not None:
-                level = max(1, min(level, depth))
+            # the finest cells' width from the released count and share (not a power of two
+            # of the box): the box grows to 2^level such cells
+            level, fine_box = finest_grid(n_hat, eps_hist, box, share)
+            if depth is not None and level > depth:
+                level, fine_box = max(1, depth), box
+            grid = ShiftedGrid(fine_box, np.zeros(X.shape[1]), 2)
             noisy = release_grid(engine, mech, grid.origin, grid.width(level), level, eps_hist,
                                  GRID_ITEM)
             step()
         released = grid_levels(noisy, level, eps_hist)
+        self._grid_release = (noisy, level, eps_hist)
         self._grid_sd = noise_sd(eps_hist)
         notes = [f"grid: one dense histogram of the finest level {level} "
                  f"({1 << level} cells per feature); levels 1 to {level - 1} are sums of its "
@@ -376,6 +392,7 @@ class DPHDBSCAN(PrivateClusterMixin):
         if mcs is None:
             mcs = default_min_cluster_size(n_hat, released[-1].floor if released else 1.0)
         self._reach = None
+        self._near = None
         self._tables(grid, dense, mcs)
 
     def _post_process_grid(self, grid, dense, n_hat, mcs):
@@ -385,32 +402,48 @@ class DPHDBSCAN(PrivateClusterMixin):
         if mcs is None:
             mcs = default_min_cluster_size(n_hat, DENSE_SCALES * self._grid_sd)
         self._reach = SPREAD_REACH
+        self._near = SPREAD_NEAR
+        self._extra_note = []
+        if dense and not build_cluster_tree(dense, mcs, self._lambdas(grid, dense, 0.5)
+                                            ).selected.any():
+            # no split up to the finest level's threshold: read the densities above it off
+            # the same counts (higher thresholds on the finest cells)
+            noisy, level, eps_hist = self._grid_release
+            dense = grid_levels(noisy, level, eps_hist, extra=EXTRA_ENTRIES)
+            self._extra_note = [f"no split up to the finest level's threshold: its cells read "
+                                f"again at up to {EXTRA_ENTRIES} higher thresholds "
+                                "(post-processing)"]
         self._tables(grid, dense, mcs, power=0.5)
 
     def _tables(self, grid, dense, mcs, power: float = 1.0):
         """The cluster tree of the dense levels, the clusters kept and the model's tables
         (released values and public geometry only)."""
-        lam = [self._lambda(grid, lv.grid_level, power) * 2.0**(power * lv.lam_shift)
-               for lv in dense]
-        lam.append(self._lambda(grid, dense[-1].grid_level + 1, power) if dense else 1.0)
-        tree = build_cluster_tree(dense, mcs, np.asarray(lam))
+        tree = build_cluster_tree(dense, mcs, self._lambdas(grid, dense, power))
         kept = np.flatnonzero(tree.selected)
         self.cluster_stability_ = tree.stability[kept]
         top = self.cluster_stability_.max() if kept.size else 1.0
         self.cluster_persistence_ = self.cluster_stability_ / (top if top > 0 else 1.0)
         self.n_clusters_ = int(kept.size)
         self.min_cluster_size_ = float(mcs)
+        raw = [tree.cell_labels(i) for i in range(len(dense))]
+        # the border is spread into the grid levels' entries and from the first entry above
+        # the finest threshold; the entries above that keep their clusters' cells
+        m = next((i + 1 for i, lv in enumerate(dense) if lv.lam_shift > 0), len(dense))
         labels = spread_labels(
-            dense, [tree.cell_labels(i) for i in range(len(dense))],
-            [grid.centres(lv.grid_level, lv.cells) for lv in dense], reach=self._reach)
-        # one table per grid level: its first entry's cells (a later entry's are among them),
-        # each cell labelled by the last entry that labels it
+            dense[:m], raw[:m], [grid.centres(lv.grid_level, lv.cells) for lv in dense[:m]],
+            reach=self._reach, near=None if self._near is None else
+            [self._near * float(grid.width(lv.grid_level).max()) for lv in dense[:m]]) + raw[m:]
+        # one table per grid level: its first entry's cells (a later entry's are among them:
+        # ``parent`` is the position in the entry before), each cell labelled by the last
+        # entry that labels it
         levels, cells, counts, labs = [], [], [], []
+        pos = np.zeros(0, dtype=np.int64)
         for lv, lab in zip(dense, labels, strict=True):
             if levels and levels[-1] == lv.grid_level:
-                pos = lookup_rows(cells[-1], lv.cells)
+                pos = pos[lv.parent]
                 labs[-1][pos[lab >= 0]] = lab[lab >= 0]
                 continue
+            pos = np.arange(lv.cells.shape[0])
             levels.append(lv.grid_level)
             cells.append(lv.cells)
             counts.append(lv.counts.astype(np.int64))
@@ -420,6 +453,15 @@ class DPHDBSCAN(PrivateClusterMixin):
         self.grid_origin_ = grid.origin
         self.root_width_ = grid.root_width
         self.first_halvings_ = grid.first
+
+    def _lambdas(self, grid, dense, power: float) -> np.ndarray:
+        """The density level of every entry of ``dense``, and of the level below the last."""
+        lam = [self._lambda(grid, lv.grid_level, power) * 2.0**(power * lv.lam_shift)
+               for lv in dense]
+        lam.append(self._lambda(grid, dense[-1].grid_level + 1, power) if dense else 1.0)
+        if dense and dense[-1].lam_shift > 0:  # entries above the finest level's threshold
+            lam[-1] = lam[-2] * 2.0 ** (power * 0.5)
+        return np.asarray(lam)
 
     @staticmethod
     def _lambda(grid, level, power: float = 1.0) -> float:
@@ -455,8 +497,9 @@ class DPHDBSCAN(PrivateClusterMixin):
 
     def _labels_of(self, X) -> np.ndarray:
         """Every record's label from the model (:func:`_record_labels`), on an array, or on
-        every chunk of dask input where the chunk lives (the labels come back as one NumPy
-        array; no record comes to the client)."""
+        every chunk of dask input where the chunk lives (no record comes to the client; the
+        labels come back as one NumPy array, or as a lazy dask array above
+        :data:`privclust.engine.dask.LAZY_LABELS` records)."""
         grid = ShiftedGrid(self.bounds_, self.bounds_[:, 0] - self.grid_origin_,
                            self.first_halvings_)
         grid.root_width = np.asarray(self.root_width_, dtype=float)  # the grid's, maybe padded
