@@ -201,6 +201,7 @@ def grid_levels(noisy: np.ndarray, level: int, epsilon: float,
             out.append(DenseLevel(len(out) + 1, np.argwhere(dense).astype(np.int64),
                                   counts[dense].astype(float),
                                   comp[dense].astype(np.int64) - 1, up[dense], int(n_comp),
-                                  i + 1, shift))
+                                  i + 1, shift,
+                                  noise_sd(epsilon) * math.sqrt(2.0 ** (below * d))))
             prev = pos
     return out

@@ -11,8 +11,10 @@ two or more do, it ends and each becomes a cluster of its own; children lighter 
 out of it. The clusters kept are those of greatest excess of mass (EOM): the stability of a
 cluster is the mass it holds at each of its levels (its birth level included) times the step in
 ``lambda = 1 / cell width`` from that level to the next, summed over its levels, and a cluster
-is kept when its stability is at least the sum of
-its kept descendants'. Everything here reads released values and public geometry only.
+is kept unless the sum of its kept descendants' stability beats its own by more than
+``SPLIT_MARGIN`` standard deviations of the noise on that difference (stability is a sum of
+released counts, so its noise scale is public; levels that carry no noise scale take no
+margin: HDBSCAN's rule). Everything here reads released values and public geometry only.
 """
 
 from __future__ import annotations
@@ -25,6 +27,10 @@ from scipy.sparse.csgraph import connected_components
 from scipy.spatial import cKDTree
 
 from ._shifted_tree import SIGNIFICANT_MARGIN, lookup_rows
+
+#: Standard deviations of the noise on the difference by which a split's children must beat
+#: their parent's stability (where the levels carry their cells' noise scale: the grid).
+SPLIT_MARGIN = 2.0
 
 __all__ = ["ClusterTree", "build_cluster_tree", "dense_levels", "labels_from_cells",
            "labels_from_grid", "spread_labels"]
@@ -46,6 +52,9 @@ class DenseLevel:
     #: that level's ``1 / cell width``
     width_level: int = 0
     lam_shift: float = 0.0
+    #: the standard deviation of the noise on one of these cells' counts (public: from
+    #: epsilon and the level); 0 where the extraction takes no margin for it
+    cell_sd: float = 0.0
 
     @property
     def grid_level(self) -> int:
@@ -139,11 +148,12 @@ def build_cluster_tree(levels: list[DenseLevel], min_cluster_size: float,
     """Condense the components of ``levels`` into clusters and keep those of greatest excess
     of mass (module docstring). ``lambdas[i]``: the density level of ``levels[i]`` (increasing;
     one more entry for the level below the last)."""
-    parent, birth, death, stab = [], [], [], []
+    parent, birth, death, stab, noise = [], [], [], [], []
     of = []
     prev = None  # cluster of every component of the level above (the root: the whole data)
     for i, lv in enumerate(levels):
         mass = np.bincount(lv.component, weights=lv.counts, minlength=lv.n_components)
+        mass_sd = lv.cell_sd * np.sqrt(np.bincount(lv.component, minlength=lv.n_components))
         if prev is None:
             up = np.full(lv.n_components, -1, dtype=np.int64)  # under the root
         else:
@@ -167,6 +177,7 @@ def build_cluster_tree(levels: list[DenseLevel], min_cluster_size: float,
                 birth.append(lv.level)
                 death.append(lv.level)
                 stab.append(0.0)
+                noise.append(0.0)
         if prev is not None:
             ended = set(np.unique(prev[prev >= 0]).tolist()) - set(np.unique(mine[mine >= 0])
                                                                      .tolist())
@@ -177,6 +188,8 @@ def build_cluster_tree(levels: list[DenseLevel], min_cluster_size: float,
             k = mine[c]
             # its records stay in the cluster from this level's lambda to the next's
             stab[k] += mass[c] * (lambdas[i + 1] - lambdas[i])
+            # its noise: at most the sum of the levels' (correlated: sums of one release)
+            noise[k] += mass_sd[c] * (lambdas[i + 1] - lambdas[i])
             death[k] = max(death[k], lv.level)
         of.append(mine)
         prev = mine
@@ -184,30 +197,40 @@ def build_cluster_tree(levels: list[DenseLevel], min_cluster_size: float,
     stab_a = np.asarray(stab, dtype=float)
     # one cluster at the top holds the whole data (HDBSCAN's root): never kept on its own
     tops = np.flatnonzero(parent_a < 0)
-    selected = _excess_of_mass(parent_a, stab_a, int(tops[0]) if tops.size == 1 else -1)
+    selected = _excess_of_mass(parent_a, stab_a, int(tops[0]) if tops.size == 1 else -1,
+                               np.asarray(noise, dtype=float))
     label = _labels(parent_a, selected)
     return ClusterTree(levels, parent_a, np.asarray(birth, dtype=np.int64),
                        np.asarray(death, dtype=np.int64), stab_a, of, selected, label)
 
 
-def _excess_of_mass(parent: np.ndarray, stability: np.ndarray, root: int) -> np.ndarray:
+def _excess_of_mass(parent: np.ndarray, stability: np.ndarray, root: int,
+                    noise: np.ndarray | None = None) -> np.ndarray:
     """HDBSCAN's EOM selection: bottom-up, a cluster is kept when its stability is at least
     the sum of its children's best; then its descendants are not. Children are always created
     after their parent, so reverse creation order is bottom-up. ``root`` (-1: none) is never
-    kept (HDBSCAN's ``allow_single_cluster=False``)."""
+    kept (HDBSCAN's ``allow_single_cluster=False``). ``noise[c]``: the standard deviation of
+    the noise on cluster ``c``'s stability (public); the children replace their parent only
+    when their sum beats it by ``SPLIT_MARGIN`` standard deviations of the noise on the
+    difference, so a split the noise could make is not taken."""
     n = parent.size
+    noise = np.zeros(n) if noise is None else noise
     best = stability.copy()
+    best_var = noise**2
     selected = np.zeros(n, dtype=bool)
     child_sum = np.zeros(n)
+    child_var = np.zeros(n)
     has_child = np.zeros(n, dtype=bool)
     for c in range(n - 1, -1, -1):
-        if c == root or (has_child[c] and child_sum[c] > stability[c]):
-            best[c] = child_sum[c]
+        margin = SPLIT_MARGIN * np.sqrt(noise[c]**2 + child_var[c])
+        if c == root or (has_child[c] and child_sum[c] > stability[c] + margin):
+            best[c], best_var[c] = child_sum[c], child_var[c]
         else:
             selected[c] = True
         p = parent[c]
         if p >= 0:
             child_sum[p] += best[c]
+            child_var[p] += best_var[c]
             has_child[p] = True
     # keep only the top-most selected cluster of every chain
     for c in range(n):

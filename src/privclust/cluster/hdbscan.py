@@ -167,7 +167,10 @@ class DPHDBSCAN(PrivateClusterMixin):
        at most one child component is that heavy; where two or more are, each becomes a
        cluster. The clusters kept are those of greatest stability (excess of mass): the mass a
        cluster holds at each of its levels times the step in ``lambda = 1 / cell width`` to
-       the next level; the cluster at the top (the whole data) is never kept.
+       the next level; the cluster at the top (the whole data) is never kept. The grid: a
+       split is taken only when its children's summed stability beats the parent's by more
+       than ``SPLIT_MARGIN`` standard deviations of the noise on the difference (stability is
+       a sum of released counts: its noise scale is public).
     4. **Labels** (post-processing): every dense cell takes its kept cluster, or, in a
        component the kept clusters split from, the nearest kept cell's (the grid: only where
        kept cells lie at most ``SPREAD_REACH`` levels below and the cell's centre at most
