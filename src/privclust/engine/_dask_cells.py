@@ -18,7 +18,7 @@ from .local import LocalGrouping
 __all__ = ["group_cells", "split_cells"]
 
 
-def _split_block(proto, x, g, n_groups, origin, cell_width, dims):
+def split_block(proto, x, g, n_groups, origin, cell_width, dims):
     eng = copy.copy(proto)
     eng.X = x
     children, parent, bits, counts = eng.split_cells(LocalGrouping(g, n_groups), origin,
@@ -70,7 +70,7 @@ def split_cells(engine, grouping, origin, cell_width, dims):
     if not 0 < dims.size <= 62:
         raise ValueError(f"split_cells splits 1 to 62 features at once, got {dims.size}")
     client = engine._client
-    parts = client.persist([delayed(_split_block)(engine._proto, x, g, grouping.n_groups,
+    parts = client.persist([delayed(split_block)(engine._proto, x, g, grouping.n_groups,
                                                   origin, cell_width, dims)
                             for x, g in zip(engine._xblocks, grouping.blocks, strict=True)],
                            retries=engine.retries)
