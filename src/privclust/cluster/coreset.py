@@ -230,7 +230,9 @@ class CoresetKMeans(PrivateClusterMixin):
     plan, checked before any data is read: the bounds (private ones only), the record count
     (two-sided geometric, sensitivity 1), the radius (projected data: the exponential mechanism over
     the gaps of the distances, each record's rank moving by at most 1; likewise before every Lloyd
-    step, from the step's budget), the tree's levels (each level's cells partition the records:
+    step, from the step's budget; above ``GRID_QUANTILE_RECORDS`` released records over a public
+    grid of candidates, from exact counts, sensitivity 1), the tree's levels (each level's cells
+    partition the records:
     sensitivity 1 per level; a level that releases nothing, or where the tree stops, is released
     once more with the budget of the levels below, a privacy filter, so every path spends the plan;
     given k, how many levels grow, and so each level's budget, is chosen from the released record
