@@ -65,6 +65,8 @@ SPECS = {
     "first_below": Spec(("values",), "each", "sensitivity"),
     "quantile": Spec(("values",), "quantile", "sensitivity"),
     "quantiles": Spec(("values_list",), "quantiles", "sensitivity"),
+    # exact counts per public candidate: one record moves one count by 1
+    "grid_quantile": Spec(("hist",), "l1"),
     "gaussian": Spec(("values",), "l2", "l2_sensitivity", flat_rows="one"),
     "gaussian_zcdp": Spec(("values",), "l2", "l2_sensitivity", flat_rows="one"),
     "laplace": Spec(("values",), "l1", "l1_sensitivity"),

@@ -256,6 +256,10 @@ def _check_draws(release, draws):
         for _, (q_eps, q_sens) in draws:
             assert q_eps == pytest.approx(eps, rel=1e-12)
             assert q_sens == pytest.approx(release.sensitivity, rel=1e-12)
+    elif mech == "exponential (grid quantile)":  # one Gumbel draw per public candidate
+        (kind, p), = draws
+        assert kind == "gumbel"
+        assert p.max() == pytest.approx(2 * release.sensitivity / eps, rel=1e-12)
     elif mech == "gaussian (analytic)":
         (kind, p), = draws
         unit = gaussian_sigma(eps, release.delta, 1.0)

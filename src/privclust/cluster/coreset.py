@@ -37,13 +37,8 @@ from ._coreset.combine import (
     supported,
     tree_floors,
 )
-from ._coreset.data import (
-    corrected_labels,
-    distances_from,
-    nearest_labels,
-    projected_engine,
-    sample_scores,
-)
+from ._coreset.data import nearest_labels, projected_engine, sample_scores
+from ._coreset.quantile import corrected_quantile, distance_quantile
 from ._coreset.refine import COUNT_SHARE, ball_step, centre_variance, point_radius
 from ._coreset.select import (
     SAMPLE_CAP,
@@ -237,7 +232,9 @@ class CoresetKMeans(PrivateClusterMixin):
     plan, checked before any data is read: the bounds (private ones only), the record count
     (two-sided geometric, sensitivity 1), the radius (projected data: the exponential mechanism over
     the gaps of the distances, each record's rank moving by at most 1; likewise before every Lloyd
-    step, from the step's budget), the tree's levels (each level's cells partition the records:
+    step, from the step's budget; above ``GRID_QUANTILE_RECORDS`` released records over a public
+    grid of candidates, from exact counts, sensitivity 1), the tree's levels (each level's cells
+    partition the records:
     sensitivity 1 per level; a level that releases nothing, or where the tree stops, is released
     once more with the budget of the levels below, a privacy filter, so every path spends the plan;
     given k, how many levels grow, and so each level's budget, is chosen from the released record
@@ -509,7 +506,7 @@ class CoresetKMeans(PrivateClusterMixin):
             n_hat = self._record_count(engine, mech, plan, plan.epsilon * shares[0])
             if k_user is not None and self.max_depth is None and not wide:
                 levels, budgets = self._given_k_levels(plan, levels, budgets, k_user, n_hat, p)
-            rho = self._data_radius(engine, mech, space, wide) if space.projected else None
+            rho = self._data_radius(engine, mech, space, wide, n_hat) if space.projected else None
             space.fit_box(rho)  # projected only
             tree_engine = projected_engine(engine, space)
             grid = Grid(space.box, shift * (space.box[:, 1] - space.box[:, 0]))
@@ -568,7 +565,7 @@ class CoresetKMeans(PrivateClusterMixin):
             if k_user is not None and R.shape[0] > k_user:
                 R, R_sizes, var = ward_merge(R, R_sizes, k_user, var)
             centres, sizes, history = self._lloyd(engine, mech, space, R, R_sizes, var,
-                                                  steps[1:], step)
+                                                  steps[1:], step, choice[2])
             return centres.shape[0], centres, ks, sizes, history
         else:
             R, R_sizes, R_spread = self._overcluster(engine, tree_engine, mech, space, points,
@@ -591,7 +588,7 @@ class CoresetKMeans(PrivateClusterMixin):
         # the centres' sizes are sums over the refined points nearest them, not a release about
         # these clusters: the first Lloyd step has nothing to compare its sizes with
         centres, sizes, history = self._lloyd(engine, mech, space, centres, sizes, var,
-                                              steps[1:], step, sizes_released=False)
+                                              steps[1:], step, choice[2], sizes_released=False)
         return centres.shape[0], centres, ks, sizes, history
 
     @staticmethod
@@ -638,22 +635,20 @@ class CoresetKMeans(PrivateClusterMixin):
         return NO_K_SUPPORT_SCALES if p <= NO_K_MAX_DIMS else CHOICE_SUPPORT_SCALES
 
     @staticmethod
-    def _data_radius(engine, mech, space, wide) -> float:
+    def _data_radius(engine, mech, space, wide, n_hat) -> float:
         """Projected fits: ``RADIUS_MARGIN`` times a private ``RADIUS_QUANTILE`` quantile of
         the records' distances from the middle of the bounds (the exponential mechanism over
-        the gaps, log scale; the rank of a distance moves by at most 1), at most the bounds'
+        the gaps, log scale, or on a public grid above ``GRID_QUANTILE_RECORDS`` released
+        records; the rank of a distance moves by at most 1), at most the bounds'
         half-diagonal; wide data: ``WIDE_RADIUS_MARGIN`` and ``WIDE_RADIUS_QUANTILE``."""
         quantile, margin = (WIDE_RADIUS_QUANTILE, WIDE_RADIUS_MARGIN) if wide else (
             RADIUS_QUANTILE, RADIUS_MARGIN)
         bounds = space.bounds
         top = float(np.sqrt(np.sum(((bounds[:, 1] - bounds[:, 0]) / 2.0) ** 2)))
-        dist = distances_from(engine, space.mid)
-        q = mech.quantile(dist, quantile, top * 1e-6, top,
-                          mech.plan.item(_ITEM_RADIUS).epsilon, 1.0,
-                          target=f"{quantile:g} quantile of the distances from the "
-                          "middle of the bounds", note="one distance per record: the rank of "
-                          "any value moves by at most 1", log_scale=True, overwrite_input=True,
-                          item=_ITEM_RADIUS)
+        q = distance_quantile(engine, mech, n_hat, space.mid, quantile, top * 1e-6, top,
+                              mech.plan.item(_ITEM_RADIUS).epsilon, target=f"{quantile:g} "
+                              "quantile of the distances from the middle of the bounds",
+                              item=_ITEM_RADIUS)
         return min(top, margin * q)
 
     def _overcluster(self, engine, tree_engine, mech, space, points, spread2, first, rho):
@@ -726,7 +721,8 @@ class CoresetKMeans(PrivateClusterMixin):
         return ks[i], cands[i], ks
 
     @staticmethod
-    def _lloyd(engine, mech, space, centres, sizes, var, steps, step, sizes_released=True):
+    def _lloyd(engine, mech, space, centres, sizes, var, steps, step, n_hat,
+               sizes_released=True):
         """The Lloyd steps at k, in the original space (``BALL_MARGIN``): records
         assigned by their distances corrected for the centres' noise, each restricted to a ball
         about its centre; a private quantile of the corrected distances sets the radii (one
@@ -748,13 +744,10 @@ class CoresetKMeans(PrivateClusterMixin):
             # a low quantile of the noise's squared norm (chi-square, d degrees of freedom);
             # fallback centres: none
             noise2 = max(d - 3.0 * np.sqrt(2.0 * d), 0.0) * np.where(np.isinf(var), 0.0, var)
-            labels, dist = corrected_labels(engine, centres, noise2)
-            q = mech.quantile(dist, BALL_QUANTILE,
-                              top * 1e-6, top, mech.plan.item(names[2]).epsilon, 1.0,
-                              target=f"{BALL_QUANTILE:g} quantile of the corrected "
-                              f"distances, {label}", note="one distance per record: "
-                              "the rank of any value moves by at most 1", log_scale=True,
-                              overwrite_input=True, item=names[2])
+            labels, q = corrected_quantile(
+                engine, mech, n_hat, centres, noise2, BALL_QUANTILE, top * 1e-6, top,
+                mech.plan.item(names[2]).epsilon, item=names[2],
+                target=f"{BALL_QUANTILE:g} quantile of the corrected distances, {label}")
             radius = np.minimum(top, widen * BALL_MARGIN * np.sqrt(q**2 + noise2))
             new, new_sizes = ball_step(engine, mech, labels, centres, radius, budget.epsilon,
                                        items=names[:2], label=label, bounds=bounds,

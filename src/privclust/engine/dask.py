@@ -35,6 +35,7 @@ import dask.array as da
 import numpy as np
 from dask import delayed
 
+from . import _dask_cells
 from . import _dask_tasks as tasks
 from ._exact import float_stats
 from .base import Engine, Grouping, NearestCentre
@@ -545,6 +546,17 @@ class DaskEngine(Engine):
         ukeys = np.concatenate([r[0] for r in res])  # partitions are key ranges, in order
         counts = np.concatenate([r[1] for r in res])
         return cells_of_keys(ukeys, lo, strides), counts
+
+    def split_cells(self, grouping, origin, cell_width, dims):
+        """See :meth:`privclust.engine.local.LocalEngine.split_cells` (each chunk splits its
+        records; the chunks' children merged on the client: :mod:`._dask_cells`)."""
+        group, parent, bits, counts = _dask_cells.split_cells(self, grouping, origin,
+                                                              cell_width, dims)
+        return DaskGrouping(group, parent.size), parent, bits, counts
+
+    def group_cells(self, grouping, origin, cell_width):
+        """See :meth:`privclust.engine.local.LocalEngine.group_cells`."""
+        return _dask_cells.group_cells(self, grouping, origin, cell_width)
 
     # neighbour gaps: a distributed bucket sort per feature -----------------------------
     def _sort_pass(self, blocks, lo, inv_width, n_values, n_cols, groups=None, span=None):

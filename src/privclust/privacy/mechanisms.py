@@ -41,8 +41,10 @@ __all__ = [
     "exponential_mechanism",
     "exponential_mechanism_probabilities",
     "gaussian_sigma",
+    "grid_quantile",
     "laplace_noise",
     "private_quantile",
+    "quantile_grid",
     "two_sided_geometric",
     "zcdp_gaussian_sigma",
 ]
@@ -285,6 +287,47 @@ def private_quantile(
     out = _sample_quantile_interval(rng, z, float(lo), float(hi), quantile * z.size, rate,
                                     log_scale, atom)
     return float(min(max(out, lo), hi))
+
+
+def quantile_grid(lo: float, hi: float, size: int, log_scale: bool = False) -> np.ndarray:
+    """The public candidates of :func:`grid_quantile`: ``size`` points from ``lo`` to ``hi``,
+    evenly spaced (``log_scale``: evenly spaced in ``log v``, needs ``0 < lo``)."""
+    if not lo < hi or size < 2:
+        raise ValueError(f"quantile_grid needs lo < hi and size >= 2, got [{lo}, {hi}], {size}")
+    if log_scale and not lo > 0:
+        raise ValueError(f"quantile_grid(log_scale=True) needs lo > 0, got {lo}")
+    grid = np.geomspace(lo, hi, size) if log_scale else np.linspace(lo, hi, size)
+    grid[0], grid[-1] = lo, hi
+    return grid
+
+
+def grid_quantile(rng, hist, grid, quantile: float, epsilon: float) -> float:
+    """A private ``quantile`` of ``m`` values, drawn among the public candidates ``grid``
+    (increasing, from :func:`quantile_grid`), read through exact counts only.
+
+    ``hist[j]`` counts the values ``v`` with ``grid[j-1] < v <= grid[j]`` (``hist[0]``: ``v <=
+    grid[0]``; the last cell also holds the values above ``grid[-1]``, as if clipped to it), so
+    ``c_j = hist[0] + ... + hist[j]`` is the number of values at most ``grid[j]`` and ``m =
+    sum(hist)``. Candidate ``j`` has utility ``u_j = -|c_j - quantile m|`` and is drawn with
+    probability proportional to ``exp(eps u_j / 2)`` (the exponential mechanism, factor 2;
+    McSherry and Talwar 2007). Sensitivity ``D = 1`` under add/remove one value: the value falls
+    in exactly one cell, so every ``c_j`` moves by 0 or 1 and ``quantile m`` by ``quantile``, in
+    the same direction; ``c_j - quantile m`` moves by ``1 - quantile`` or ``-quantile``, at most 1
+    in size, and so does ``u_j``. The candidates are public, so the release is epsilon-DP. It is
+    the grid's analogue of :func:`private_quantile` (its base measure the counting measure on
+    the grid; on a log-spaced grid, of ``dv / v``), with the grid's resolution: the counts are
+    integers, added exactly, so data split in chunks gives the same release."""
+    eps = _check_eps(epsilon)
+    if not 0 <= quantile <= 1:
+        raise ValueError(f"quantile must be in [0, 1], got {quantile}")
+    hist = np.asarray(hist, dtype=np.int64)
+    grid = np.asarray(grid, dtype=np.float64)
+    if hist.shape != grid.shape or grid.ndim != 1:
+        raise ValueError(f"grid_quantile: hist {hist.shape} and grid {grid.shape} differ")
+    below = np.cumsum(hist)
+    utility = -np.abs(below - quantile * float(below[-1]))
+    j = exponential_mechanism(rng, utility, 1.0, eps)
+    return float(grid[int(j)])
 
 
 #: Values above which :func:`_sort_in_place` sorts on several threads (below, starting them
@@ -580,6 +623,20 @@ class Mechanisms:
             for v in values_list
         ])
         self._record_quantiles(target, epsilon, sensitivity, len(out), note, item)
+        return out
+
+    def grid_quantile(self, hist, grid, quantile, epsilon, *, target: str, note: str = "",
+                      item: str | None = None) -> float:
+        """Private quantile over the public candidates ``grid`` from exact counts ``hist``
+        (:func:`grid_quantile`, sensitivity 1)."""
+        out = grid_quantile(self.rng, hist, grid, quantile, epsilon)
+        grid = np.asarray(grid)
+        note = (f"{note}; " if note else "") + (f"{grid.size} public candidates in "
+                                                 f"[{grid[0]:.6g}, {grid[-1]:.6g}], counts "
+                                                 "per candidate (exact)")
+        self.record(Release("exponential (grid quantile)", target, epsilon=float(epsilon),
+                            sensitivity=1.0, scale=2.0 / float(epsilon), n_released=1,
+                            note=note), item)
         return out
 
     def _record_quantiles(self, target, epsilon, sensitivity, n_released, note, item) -> None:

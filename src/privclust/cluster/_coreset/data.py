@@ -14,6 +14,9 @@ rounded to a public grid and added as integers), so no value depends on the chun
   corrected distance (one value per record, brought to the client for the private quantile);
 * :func:`ball_totals`: the exact sizes and centred sums of the clusters' balls;
 * :func:`distances_from`: every record's distance from a public point (for a private quantile);
+* :func:`distance_counts`, :func:`corrected_counts`: the same distances counted into the cells
+  of a public grid of candidates (exact integers added per chunk: nothing per record comes to
+  the client), for the grid quantile of large fits;
 * :func:`sample_scores`: the choice of k's silhouette sums over a Poisson sample, each chunk
   drawing its own records' public uniforms from the fit's generator moved ahead to the chunk's
   first row (the same draws, in the records' order, as one pass in memory makes).
@@ -30,7 +33,8 @@ from ...engine.local import LocalEngine, LocalGrouping
 from .select import SCORE_UNITS, poisson_sample, silhouette_sums
 
 __all__ = ["ChunkLabels", "ball_totals", "corrected_labels", "corrected_nearest",
-           "distances_from", "is_dask_engine", "nearest_labels", "outside", "projected_engine",
+           "corrected_counts", "distance_counts", "distances_from", "grid_counts",
+           "is_dask_engine", "nearest_labels", "outside", "projected_engine",
            "sample_scores"]
 
 _ROWS = 1 << 16
@@ -94,6 +98,23 @@ def _distances(X, point) -> np.ndarray:
         diff = np.asarray(X[start:start + _ROWS], dtype=np.float64) - point
         dist[start:start + diff.shape[0]] = np.sqrt(np.einsum("ij,ij->i", diff, diff))
     return dist
+
+
+def grid_counts(values, grid) -> np.ndarray:
+    """How many ``values`` fall in each cell ``(grid[j-1], grid[j]]`` of the public increasing
+    ``grid`` (int64, ``grid.shape``; cell 0 holds the values at most ``grid[0]``, the last the
+    values above ``grid[-1]`` too): a value's cell depends on that value and the grid alone."""
+    cell = np.minimum(np.searchsorted(grid, values, side="left"), grid.size - 1)
+    return np.bincount(cell, minlength=grid.size).astype(np.int64)
+
+
+def _distance_counts(X, point, grid) -> np.ndarray:
+    return grid_counts(_distances(X, point), grid)
+
+
+def _corrected_counts(X, centres, offset, grid):
+    labels, dist = corrected_nearest(X, centres, offset)
+    return labels, grid_counts(dist, grid)
 
 
 def _ball(proto, X, labels, anchors, radius):
@@ -196,6 +217,37 @@ def distances_from(engine, point) -> np.ndarray:
 
     return _concat(engine._compute(*[delayed(_distances)(x, point)
                                      for x in engine._xblocks]))
+
+
+def distance_counts(engine, point, grid) -> np.ndarray:
+    """:func:`grid_counts` of every record's distance from the public ``point``: on the Dask
+    engine counted per chunk and added as integers on the workers."""
+    point = np.asarray(point, dtype=np.float64)
+    if not is_dask_engine(engine):
+        return _distance_counts(engine.X, point, grid)
+    from dask import delayed
+
+    from ...engine._dask_tasks import tree
+
+    return engine._compute(tree([delayed(_distance_counts)(x, point, grid)
+                                 for x in engine._xblocks]))[0]
+
+
+def corrected_counts(engine, centres, offset, grid):
+    """:func:`corrected_nearest` of every record, its distances counted into the cells of the
+    public ``grid`` (:func:`grid_counts`): ``(labels, counts)``; on the Dask engine the labels
+    stay on the workers (:class:`ChunkLabels`) and only the counts, added as integers, come to
+    the client."""
+    if not is_dask_engine(engine):
+        return _corrected_counts(engine.X, centres, offset, grid)
+    from dask import delayed
+
+    from ...engine._dask_tasks import tree
+
+    pairs = engine._client.persist([delayed(_corrected_counts)(x, centres, offset, grid)
+                                    for x in engine._xblocks], retries=engine.retries)
+    counts = engine._compute(tree([delayed(_second)(p) for p in pairs]))[0]
+    return ChunkLabels([delayed(_first)(p) for p in pairs]), counts
 
 
 def sample_scores(engine, rate, generator, candidates, anchors=None,

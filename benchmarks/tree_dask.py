@@ -1,0 +1,86 @@
+"""The shifted grid tree's levels on the Dask engine: splitting the cells of the level above
+where the records live (``split_cells``) against counting the grid's cells and looking up every
+cell's parent on the client (``cell_counts``), and the NumPy engine beside them.
+
+    python benchmarks/tree_dask.py                      # 2,000,000 x 10 float32, 7 levels
+    python benchmarks/tree_dask.py --n 2000000 --d 2 --levels 9 --repeats 3
+
+The mixture of ``benchmarks/coreset_dask.py`` (8 centres in [-50, 50]^d, standard deviation 3,
+float32), persisted on a ``LocalCluster(n_workers=2, threads_per_worker=1, processes=True)``
+in two chunks (one on each worker); the grid CoresetKMeans grows over ``bounds=(-70, 70)``
+(public shift drawn from seed 0). Prints the median over ``--repeats`` walks of each level's
+time (seconds) and the number of non-empty cells; checks that the walks agree.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+import warnings
+
+import numpy as np
+
+from coreset_dask import _dask_input, _data
+from privclust.cluster._shifted_tree import CellWalk, ShiftedGrid
+from privclust.engine import LocalEngine
+from privclust.engine.dask import DaskEngine
+
+
+def _walk(engine, grid, levels, split):
+    walk = CellWalk(engine, grid)
+    if not split:
+        walk.split, walk.groups = False, None
+    times, outs = [], []
+    for level in range(1, levels + 1):
+        t0 = time.perf_counter()
+        outs.append(walk.next(level))
+        times.append(time.perf_counter() - t0)
+    return times, outs
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, default=2_000_000)
+    ap.add_argument("--d", type=int, default=10)
+    ap.add_argument("--levels", type=int, default=7)
+    ap.add_argument("--repeats", type=int, default=3)
+    args = ap.parse_args()
+    from distributed import Client, LocalCluster
+
+    X = _data(args.n, args.d)
+    bounds = np.tile([-70.0, 70.0], (args.d, 1))
+    grid = ShiftedGrid(bounds, np.random.default_rng(0).uniform(0.0, 1.0, args.d) * 140.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                               dashboard_address=None)
+        client = Client(cluster)
+    try:
+        client.wait_for_workers(2)
+        engines = {"NumPy (split)": (LocalEngine(X, bounds), True)}
+        D = DaskEngine(_dask_input(client, X), bounds)
+        engines["Dask split_cells"] = (D, True)
+        engines["Dask cell_counts + lookup"] = (D, False)
+        print(f"tree levels, {args.n:,} x {args.d} float32, LocalCluster(2 worker processes, "
+              f"1 thread each); median of {args.repeats} walks (s per level)")
+        ref = None
+        for name, (engine, split) in engines.items():
+            _walk(engine, grid, args.levels, split)  # warm-up
+            runs = [_walk(engine, grid, args.levels, split) for _ in range(args.repeats)]
+            med = [statistics.median(r[0][i] for r in runs) for i in range(args.levels)]
+            outs = runs[0][1]
+            if ref is None:
+                ref = outs
+            for a, b in zip(ref, outs, strict=True):  # the same counts (parents: each walk's
+                assert np.array_equal(np.sort(a[2]), np.sort(b[2])), name  # own cell order)
+            print(f"{name:28s} " + " ".join(f"{t:6.3f}" for t in med)
+                  + f"   total {sum(med):6.2f}")
+        print("cells per level:            " + " ".join(f"{o[2].size:6d}" for o in ref))
+    finally:
+        client.close()
+        cluster.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,70 @@
+"""The shifted grid tree's splits on the Dask engine (``split_cells``, ``group_cells``): the
+same children, parents, bits, counts, labels and cells as the NumPy engine level after level,
+on four chunkings; the tree walk uses them (no parent lookup on the client)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+da = pytest.importorskip("dask.array")
+pytest.importorskip("distributed")
+
+from privclust.cluster._shifted_tree import CellWalk, ShiftedGrid  # noqa: E402
+from privclust.engine import LocalEngine  # noqa: E402
+from privclust.engine.dask import DaskEngine  # noqa: E402
+
+CHUNKINGS = {
+    "one": lambda n: (n,),
+    "uneven": lambda n: (7, n // 2 - 7, n - n // 2),
+    "one-row": lambda n: (1, n - 1),
+    "empty": lambda n: (5, 0, n - 5),
+}
+
+
+def _records(n=3000, d=3, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d)) * 2.0
+    X[::5] = np.round(X[::5])  # records on cell edges
+    return X
+
+
+@pytest.mark.parametrize("chunking", list(CHUNKINGS))
+def test_split_cells_equals_the_numpy_engine(dask_client, chunking):
+    X = _records()
+    bounds = np.tile([-8.0, 8.0], (3, 1))
+    L = LocalEngine(X, bounds)
+    D = DaskEngine(da.from_array(X, chunks=(CHUNKINGS[chunking](X.shape[0]), 3)), bounds)
+    gl, gd = L.root(), D.root()
+    origin = np.array([-8.0, -8.5, -9.0])
+    width = np.full(3, 32.0)  # the root cell holds the bounds
+    for level in range(1, 7):
+        dims = np.array([0, 1, 2]) if level % 2 else np.array([1])
+        width[dims] /= 2  # every group is one cell of this grid
+        gl, *out_l = L.split_cells(gl, origin, width, dims)
+        gd, *out_d = D.split_cells(gd, origin, width, dims)
+        for a, b in zip(out_l, out_d, strict=True):
+            np.testing.assert_array_equal(a, b)
+        assert gl.n_groups == gd.n_groups
+        labels = D._compute(gd.group)[0]
+        np.testing.assert_array_equal(gl.group, labels)
+        assert labels.dtype == gl.group.dtype
+        np.testing.assert_array_equal(L.group_cells(gl, origin, width),
+                                      D.group_cells(gd, origin, width))
+
+
+def test_the_tree_walk_splits_cells_on_the_dask_engine(dask_client):
+    """Each level splits the cells of the level above where the records live: the walk gives
+    what the walk on the NumPy engine gives, and never asks for the grid's cell counts."""
+    X = _records(2000, 2, 1)
+    bounds = np.tile([-8.0, 8.0], (2, 1))
+    grid = ShiftedGrid(bounds, np.array([3.0, 5.0]))
+    D = DaskEngine(da.from_array(X, chunks=((700, 0, 1300), 2)), bounds)
+    D.cell_counts = None  # the walk must not read the grid's cell counts
+    walks = CellWalk(LocalEngine(X, bounds), grid, keep=2), CellWalk(D, grid, keep=2)
+    assert walks[1].split
+    for level in range(1, 6):
+        for a, b in zip(walks[0].next(level), walks[1].next(level), strict=True):
+            np.testing.assert_array_equal(a, b)
+        for a, b in zip(walks[0].cells(level), walks[1].cells(level), strict=True):
+            np.testing.assert_array_equal(a, b)
