@@ -17,10 +17,10 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
-import warnings
 
 import numpy as np
 
+from _dask_cluster import process_cluster, scattered
 from privclust import private_bounds
 
 
@@ -53,24 +53,11 @@ def main() -> None:
     ap.add_argument("--d", type=int, default=10)
     ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args()
-    import dask.array as da
-    from dask import delayed
-    from distributed import Client, LocalCluster
-
     import privclust.engine.dask as dask_engine
 
     X = _data(args.n, args.d)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                               dashboard_address=None)
-        client = Client(cluster)
-    try:
-        client.wait_for_workers(2)
-        half = -(-args.n // 2)
-        parts = client.scatter([X[:half], X[half:]])  # one chunk on each worker
-        Xd = da.concatenate([da.from_delayed(delayed(f), shape=p.shape, dtype=X.dtype)
-                             for f, p in zip(parts, (X[:half], X[half:]), strict=True)])
+    with process_cluster() as client:
+        Xd = scattered(client, X)
         t_np, a = _time(lambda: private_bounds(X, 0.1, random_state=0), args.repeats)
         t_dask, b = _time(lambda: private_bounds(Xd, 0.1, random_state=0), args.repeats)
 
@@ -85,9 +72,6 @@ def main() -> None:
         print(f"Dask engine, validated input     {t_dask:7.2f} s  ({t_dask / t_np:.2f}x)")
         print(f"Dask engine, with the validation {t_cold:7.2f} s  ({t_cold / t_np:.2f}x)")
         print("same bounds on both engines: yes")
-    finally:
-        client.close()
-        cluster.close()
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ import warnings
 
 import numpy as np
 
+from _dask_cluster import process_cluster, scattered
 from privclust import CoresetKMeans
 
 
@@ -45,19 +46,6 @@ def _fit(X, k):
         return time.perf_counter() - t0, model
 
 
-def _dask_input(client, X):
-    import dask.array as da
-    from dask import delayed
-
-    import privclust.engine.dask as dask_engine
-
-    dask_engine._CACHE.clear()
-    half = -(-X.shape[0] // 2)
-    pieces = (X[:half], X[half:])
-    parts = client.scatter(list(pieces))  # one chunk on each worker
-    return da.concatenate([da.from_delayed(delayed(f), shape=p.shape, dtype=X.dtype)
-                           for f, p in zip(parts, pieces, strict=True)])
-
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -69,17 +57,9 @@ def main() -> None:
     ap.add_argument("--profile", action="store_true",
                     help="print the slowest functions of one Dask fit (cProfile, client side)")
     args = ap.parse_args()
-    from distributed import Client, LocalCluster
-
     X = _data(args.n, args.d)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                               dashboard_address=None)
-        client = Client(cluster)
-    try:
-        client.wait_for_workers(2)
-        Xd = _dask_input(client, X)
+    with process_cluster() as client:
+        Xd = scattered(client, X)
         print(f"CoresetKMeans, {args.n:,} x {args.d} float32, epsilon 1, "
               "LocalCluster(2 worker processes, 1 thread each)")
         for k in {"k": (8,), "no-k": (None,)}.get(args.only, (8, None)):
@@ -102,9 +82,6 @@ def main() -> None:
                 prof = cProfile.Profile()
                 prof.runcall(_fit, Xd, k)
                 pstats.Stats(prof).sort_stats("cumulative").print_stats(25)
-    finally:
-        client.close()
-        cluster.close()
 
 
 if __name__ == "__main__":

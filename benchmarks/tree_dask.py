@@ -17,11 +17,11 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
-import warnings
 
 import numpy as np
 
-from coreset_dask import _dask_input, _data
+from _dask_cluster import process_cluster, scattered
+from coreset_dask import _data
 from privclust.cluster._shifted_tree import CellWalk, ShiftedGrid
 from privclust.engine import LocalEngine
 from privclust.engine.dask import DaskEngine
@@ -46,20 +46,12 @@ def main() -> None:
     ap.add_argument("--levels", type=int, default=7)
     ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args()
-    from distributed import Client, LocalCluster
-
     X = _data(args.n, args.d)
     bounds = np.tile([-70.0, 70.0], (args.d, 1))
     grid = ShiftedGrid(bounds, np.random.default_rng(0).uniform(0.0, 1.0, args.d) * 140.0)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                               dashboard_address=None)
-        client = Client(cluster)
-    try:
-        client.wait_for_workers(2)
+    with process_cluster() as client:
         engines = {"NumPy (split)": (LocalEngine(X, bounds), True)}
-        D = DaskEngine(_dask_input(client, X), bounds)
+        D = DaskEngine(scattered(client, X), bounds)
         engines["Dask split_cells"] = (D, True)
         engines["Dask cell_counts + lookup"] = (D, False)
         print(f"tree levels, {args.n:,} x {args.d} float32, LocalCluster(2 worker processes, "
@@ -77,9 +69,6 @@ def main() -> None:
             print(f"{name:28s} " + " ".join(f"{t:6.3f}" for t in med)
                   + f"   total {sum(med):6.2f}")
         print("cells per level:            " + " ".join(f"{o[2].size:6d}" for o in ref))
-    finally:
-        client.close()
-        cluster.close()
 
 
 if __name__ == "__main__":
