@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import doctest
 import math
-import time
 
 import numpy as np
 import pytest
@@ -221,15 +220,13 @@ def test_reproducible_predict_and_clone(blobs):
 
 
 def test_utility_synth_10d_target():
-    """The target: Synth-10d (100,000 x 10, 64 blobs), epsilon 1, k = 64."""
+    """The target: Synth-10d (100,000 x 10, 64 blobs), epsilon 1, k = 64 (its fit time, 1 s,
+    is measured by ``benchmarks/dpcube.py``, not here)."""
     X, y = make_blobs(100_000, 10, centers=64, center_box=(-100, 100), random_state=42)
     X = np.clip(X, -100, 100)
     for seed in (0, 1):
-        t0 = time.perf_counter()
         m = DPCube(64, epsilon=1.0, bounds=(-100, 100), random_state=seed).fit(X)
-        fit = time.perf_counter() - t0
         assert accuracy_majority(y, m.labels_) >= 0.90
-        assert fit < 3.0  # the target is 1 s (benchmarks/dpcube.py); loose for a busy machine
 
 
 def test_utility_projected_blobs():
