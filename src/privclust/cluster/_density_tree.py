@@ -26,7 +26,11 @@ from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 from scipy.spatial import cKDTree
 
+from .._parallel import on_cores
 from ._shifted_tree import SIGNIFICANT_MARGIN, lookup_rows
+
+#: Records labelled at a time by :func:`labels_from_grid` (a few MB of float64 per chunk).
+_LABEL_ROWS = 1 << 16
 
 #: Standard deviations of the noise on the difference by which a split's children must beat
 #: their parent's stability (where the levels carry their cells' noise scale: the grid).
@@ -281,14 +285,16 @@ def labels_from_cells(X: np.ndarray, origin: np.ndarray, widths: list, cells: li
 
 
 def labels_from_grid(X: np.ndarray, origin: np.ndarray, width: np.ndarray, side: int,
-                     sides: list, cells: list, labels: list) -> np.ndarray:
+                     sides: list, cells: list, labels: list, bounds=None) -> np.ndarray:
     """:func:`labels_from_cells` for a grid that halves every dimension at every level:
     ``width`` is the finest level's cell width, ``side`` its cells per dimension over the
     root, ``sides[i]`` those of the level of ``cells[i]`` (a power of two, at most ``side``).
     Every level's labels are painted, coarsest first, onto one table of the finest cells (a
     cell of a level covers the finest cells inside it: the widths are the finest's times powers
     of two), and every record is looked up once by its finest cell; records outside the root
-    are -1. Same labels, one pass over the records."""
+    are -1. Same labels, one pass over the records, in chunks of rows on the cores.
+    ``bounds``: each chunk is first clipped into them (as float64), so the whole input is never
+    copied; each row's label depends on that row alone, however the rows are chunked."""
     d = X.shape[1]
     table = np.full((side,) * d, -1, dtype=np.int32)
     for s, c, lab in zip(sides, cells, labels, strict=True):  # coarsest first: finer win
@@ -300,10 +306,21 @@ def labels_from_grid(X: np.ndarray, origin: np.ndarray, width: np.ndarray, side:
         view = table.reshape(sum(((s, r) for _ in range(d)), ()))
         wide = level.reshape(sum(((s, 1) for _ in range(d)), ()))
         np.copyto(view, wide, where=wide >= 0)
-    fine = cell_of(X, origin, width)
-    inside = ((fine >= 0) & (fine < side)).all(axis=1)
-    out = np.full(X.shape[0], -1, dtype=np.int64)
-    out[inside] = table.ravel()[np.ravel_multi_index(tuple(fine[inside].T), (side,) * d)]
+    flat = table.ravel()
+    out = np.empty(X.shape[0], dtype=np.int64)
+
+    def label_rows(start):
+        rows = slice(start, start + _LABEL_ROWS)
+        x = np.asarray(X[rows], dtype=np.float64)
+        if bounds is not None:
+            x = np.clip(x, bounds[:, 0], bounds[:, 1])
+        fine = cell_of(x, origin, width)
+        inside = ((fine >= 0) & (fine < side)).all(axis=1)
+        part = np.full(x.shape[0], -1, dtype=np.int64)
+        part[inside] = flat[np.ravel_multi_index(tuple(fine[inside].T), (side,) * d)]
+        out[rows] = part
+
+    on_cores(label_rows, range(0, X.shape[0], _LABEL_ROWS), min_chunks=2)
     return out
 
 

@@ -537,10 +537,11 @@ def _record_labels(X, bounds, origin, widths, cells, labels, table=None) -> np.n
     :func:`~privclust.cluster._density_tree.labels_from_grid` (``table``: the finest grid's
     side and each level's side, when every dimension halves at every level) or
     :func:`~privclust.cluster._density_tree.labels_from_cells`."""
-    Xc = clip_to_fitted_bounds(_Fitted(bounds), np.asarray(X, dtype=float))
-    if table is not None:
+    if table is not None:  # clipped chunk by chunk, as clip_to_fitted_bounds clips
         side, sides = table
-        return labels_from_grid(Xc, origin, widths[-1], side, sides, cells, labels)
+        return labels_from_grid(np.asarray(X), origin, widths[-1], side, sides, cells, labels,
+                                bounds=bounds)
+    Xc = clip_to_fitted_bounds(_Fitted(bounds), np.asarray(X, dtype=float))
     return labels_from_cells(Xc, origin, widths, cells, labels)
 
 
