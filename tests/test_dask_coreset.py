@@ -40,13 +40,15 @@ def _mixture(n, d, k, seed):
     return X
 
 
-def _same_fit(a, b):
+def _same_fit(a, b) -> int:
+    """Assert the two fits equal; returns how many releases were compared."""
     ra, rb = a.privacy_report_, b.privacy_report_
     assert [r.to_dict() for r in ra.releases] == [r.to_dict() for r in rb.releases]
     assert ra.notes == rb.notes
     for name in FITTED:
         np.testing.assert_array_equal(np.asarray(getattr(a, name)),
                                       np.asarray(getattr(b, name)), err_msg=name)
+    return len(ra.releases)
 
 
 def _fit_both(X, est, chunking):
@@ -82,7 +84,7 @@ def test_releases_equal_the_numpy_engine(client, case, chunking):
     if case == "2d-no-k":  # the sample was drawn (rate < 1), and k chosen among candidates
         assert "Poisson sample of public rate 0." in str(
             [r.to_dict() for r in a.privacy_report_.releases])
-    _same_fit(a, b)
+    assert _same_fit(a, b) > 0
 
 
 @pytest.mark.parametrize("chunking", ["uneven", "empty"])
@@ -93,7 +95,8 @@ def test_float32_and_private_bounds(client, chunking):
         return CoresetKMeans(epsilon=2.0, bounds="private", random_state=1)
 
     a, b = _fit_both(X, est, chunking)
-    _same_fit(a, b)
+    assert _same_fit(a, b) > 0
+    assert a.bounds_.dtype == np.float64 and a.n_clusters_ >= 2
 
 
 def test_a_generator_that_cannot_move_ahead_draws_on_the_client(client):
@@ -108,7 +111,7 @@ def test_a_generator_that_cannot_move_ahead_draws_on_the_client(client):
     assert not coreset_data._moves_ahead(np.random.MT19937(11))
     assert coreset_data._moves_ahead(np.random.PCG64(11))
     a, b = _fit_both(X, est, "uneven")
-    _same_fit(a, b)
+    assert _same_fit(a, b) > 0
 
 
 def test_secure_generator_moves_ahead_exactly(client):
@@ -124,7 +127,7 @@ def test_secure_generator_moves_ahead_exactly(client):
 
     assert coreset_data._moves_ahead(randomgen.ChaCha(key=1, rounds=20))
     a, b = _fit_both(X, est, "one-row")
-    _same_fit(a, b)
+    assert _same_fit(a, b) > 0
 
 
 def test_no_records_come_to_the_client(client, monkeypatch):
@@ -142,7 +145,8 @@ def test_no_records_come_to_the_client(client, monkeypatch):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         monkeypatch.setattr(DaskData, "__array__", no_records)
-        CoresetKMeans(epsilon=2.0, bounds=(-9, 9), random_state=5).fit(Xd)
+        model = CoresetKMeans(epsilon=2.0, bounds=(-9, 9), random_state=5).fit(Xd)
+    assert model.labels_.shape == (3000,) and model.n_clusters_ >= 2
 
 
 def test_command_line_default_on_the_dask_engine(client, tmp_path):
