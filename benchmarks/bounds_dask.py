@@ -20,19 +20,13 @@ import time
 
 import numpy as np
 
-from _dask_cluster import process_cluster, scattered
+from _dask_cluster import mixture, process_cluster, scattered
 from privclust import private_bounds
 
 
 def _data(n: int, d: int, seed: int = 0) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    centres = rng.uniform(-50, 50, size=(8, d)).astype(np.float32)
-    X = np.empty((n, d), dtype=np.float32)
-    step = 1 << 20
-    for start in range(0, n, step):
-        m = min(step, n - start)
-        X[start:start + m] = centres[rng.integers(0, 8, m)] + rng.standard_normal(
-            (m, d), dtype=np.float32) * 3
+    X = mixture(n, d, seed)
+    rng = np.random.default_rng(seed + 1)
     X[:, -1] = 1000 + rng.standard_normal(n, dtype=np.float32)
     return X
 

@@ -22,20 +22,12 @@ import warnings
 
 import numpy as np
 
-from _dask_cluster import process_cluster, scattered
+from _dask_cluster import mixture, process_cluster, scattered
 from privclust import CoresetKMeans
 
 
 def _data(n: int, d: int, seed: int = 0) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    centres = rng.uniform(-50, 50, size=(8, d)).astype(np.float32)
-    X = np.empty((n, d), dtype=np.float32)
-    step = 1 << 20
-    for start in range(0, n, step):
-        m = min(step, n - start)
-        X[start:start + m] = centres[rng.integers(0, 8, m)] + rng.standard_normal(
-            (m, d), dtype=np.float32) * 3
-    return X
+    return mixture(n, d, seed)
 
 
 def _fit(X, k):
