@@ -162,7 +162,9 @@ class DPHDBSCAN(PrivateClusterMixin):
        by the noise alone (the grid: ``DENSE_SCALES`` standard deviations of that sum's noise;
        the tree: ``DENSE_FACTOR`` times the level's threshold) and its parent is dense. The
        grid, when its levels never split into two clusters: the finest level's cells again at
-       up to ``EXTRA_ENTRIES`` higher thresholds (each a quarter level's step in ``lambda``).
+       up to ``EXTRA_ENTRIES`` higher thresholds (each a quarter level's step in ``lambda``);
+       when they do, each kept cluster born at the finest level is read at those thresholds on
+       its own (:meth:`_refine_finest`).
     3. **The clusters** (post-processing): condensed as HDBSCAN condenses its tree, with
        ``min_cluster_size`` in records (noisy mass): a cluster goes on down the levels while
        at most one child component is that heavy; where two or more are, each becomes a
