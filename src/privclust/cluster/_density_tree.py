@@ -35,9 +35,12 @@ _LABEL_ROWS = 1 << 16
 #: Standard deviations of the noise on the difference by which a split's children must beat
 #: their parent's stability (where the levels carry their cells' noise scale: the grid).
 SPLIT_MARGIN = 2.0
+#: :func:`refine_tree`: the fewest entries every cluster kept in a refined cluster's place
+#: lasts.
+REFINE_PERSIST = 2
 
 __all__ = ["ClusterTree", "build_cluster_tree", "dense_levels", "labels_from_cells",
-           "labels_from_grid", "spread_labels"]
+           "labels_from_grid", "refine_tree", "spread_labels"]
 
 
 @dataclass
@@ -137,6 +140,8 @@ class ClusterTree:
     of: list
     selected: np.ndarray
     label: np.ndarray
+    #: the standard deviation of the noise on every cluster's stability (public)
+    noise: np.ndarray | None = None
 
     def cell_labels(self, i: int) -> np.ndarray:
         """The label of every dense cell of ``levels[i]`` (-1: in no kept cluster)."""
@@ -205,7 +210,35 @@ def build_cluster_tree(levels: list[DenseLevel], min_cluster_size: float,
                                np.asarray(noise, dtype=float))
     label = _labels(parent_a, selected)
     return ClusterTree(levels, parent_a, np.asarray(birth, dtype=np.int64),
-                       np.asarray(death, dtype=np.int64), stab_a, of, selected, label)
+                       np.asarray(death, dtype=np.int64), stab_a, of, selected, label,
+                       np.asarray(noise, dtype=float))
+
+
+def refine_tree(base: ClusterTree, finer: ClusterTree, roots: np.ndarray) -> ClusterTree:
+    """``base``'s kept clusters, with each of ``roots`` (kept clusters of ``base``) replaced by
+    the clusters excess of mass keeps in its own subtree of ``finer``, a tree of the same
+    entries followed by more (higher thresholds on the finest cells): the root itself, or its
+    descendants where their stability beats its own by the split margin. A replacement is
+    taken only when every cluster kept in the root's place lasts at least
+    ``REFINE_PERSIST`` entries (a split the noise makes at one threshold is gone at the next).
+    Post-processing of released values."""
+    parent = finer.parent.copy()
+    parent[roots] = -1  # every root's subtree on its own
+    sub = _excess_of_mass(parent, finer.stability, -1, finer.noise)
+    top = np.full(parent.size, -1, dtype=np.int64)  # the root above every cluster, -1: none
+    top[roots] = roots
+    for c in range(parent.size):  # parents come first
+        if parent[c] >= 0 and top[parent[c]] >= 0:
+            top[c] = top[parent[c]]
+    selected = np.zeros(parent.size, dtype=bool)
+    selected[:base.selected.size] = base.selected
+    for r in roots:
+        mine = np.flatnonzero(sub & (top == r))
+        if np.all(finer.death[mine] - finer.birth[mine] + 1 >= REFINE_PERSIST):
+            selected[r] = False
+            selected[mine] = True
+    return ClusterTree(finer.levels, finer.parent, finer.birth, finer.death, finer.stability,
+                       finer.of, selected, _labels(finer.parent, selected), finer.noise)
 
 
 def _excess_of_mass(parent: np.ndarray, stability: np.ndarray, root: int,

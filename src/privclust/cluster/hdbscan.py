@@ -45,6 +45,7 @@ from ._density_tree import (
     dense_levels,
     labels_from_cells,
     labels_from_grid,
+    refine_tree,
     spread_labels,
 )
 from ._shifted_tree import (
@@ -161,7 +162,9 @@ class DPHDBSCAN(PrivateClusterMixin):
        by the noise alone (the grid: ``DENSE_SCALES`` standard deviations of that sum's noise;
        the tree: ``DENSE_FACTOR`` times the level's threshold) and its parent is dense. The
        grid, when its levels never split into two clusters: the finest level's cells again at
-       up to ``EXTRA_ENTRIES`` higher thresholds (each a quarter level's step in ``lambda``).
+       up to ``EXTRA_ENTRIES`` higher thresholds (each a quarter level's step in ``lambda``);
+       when they do, each kept cluster born at the finest level is read at those thresholds on
+       its own (:meth:`_refine_finest`).
     3. **The clusters** (post-processing): condensed as HDBSCAN condenses its tree, with
        ``min_cluster_size`` in records (noisy mass): a cluster goes on down the levels while
        at most one child component is that heavy; where two or more are, each becomes a
@@ -407,8 +410,9 @@ class DPHDBSCAN(PrivateClusterMixin):
         self._reach = SPREAD_REACH
         self._near = SPREAD_NEAR
         self._extra_note = []
-        if dense and not build_cluster_tree(dense, mcs, self._lambdas(grid, dense, 0.5)
-                                            ).selected.any():
+        base = build_cluster_tree(dense, mcs, self._lambdas(grid, dense, 0.5)) if dense else None
+        tree = None
+        if dense and not base.selected.any():
             # no split up to the finest level's threshold: read the densities above it off
             # the same counts (higher thresholds on the finest cells)
             noisy, level, eps_hist = self._grid_release
@@ -416,12 +420,37 @@ class DPHDBSCAN(PrivateClusterMixin):
             self._extra_note = [f"no split up to the finest level's threshold: its cells read "
                                 f"again at up to {EXTRA_ENTRIES} higher thresholds "
                                 "(post-processing)"]
-        self._tables(grid, dense, mcs, power=0.5)
+        elif dense:
+            dense, tree = self._refine_finest(grid, dense, base, mcs)
+        self._tables(grid, dense, mcs, power=0.5, tree=tree)
 
-    def _tables(self, grid, dense, mcs, power: float = 1.0):
-        """The cluster tree of the dense levels, the clusters kept and the model's tables
-        (released values and public geometry only)."""
-        tree = build_cluster_tree(dense, mcs, self._lambdas(grid, dense, power))
+    def _refine_finest(self, grid, dense, base, mcs):
+        """Kept clusters born at the finest level (the levels split them no further) are read
+        again at up to ``EXTRA_ENTRIES`` higher thresholds on the finest cells, each replaced
+        by what excess of mass keeps in its own subtree there
+        (:func:`~privclust.cluster._density_tree.refine_tree`); the other kept clusters stay.
+        Returns the entries and the tree (None: unchanged). Post-processing."""
+        roots = np.flatnonzero(base.selected & (base.birth == dense[-1].level))
+        if roots.size == 0:
+            return dense, None
+        noisy, level, eps_hist = self._grid_release
+        finer = grid_levels(noisy, level, eps_hist, extra=EXTRA_ENTRIES)
+        if len(finer) == len(dense):
+            return dense, None
+        tree = refine_tree(base, build_cluster_tree(finer, mcs, self._lambdas(grid, finer, 0.5)),
+                           roots)
+        split = int(tree.selected.sum()) - int(base.selected.sum())
+        if split:
+            self._extra_note = [f"clusters born at the finest level read again at up to "
+                                f"{EXTRA_ENTRIES} higher thresholds on its cells: {split} more "
+                                "kept (post-processing)"]
+        return finer, tree
+
+    def _tables(self, grid, dense, mcs, power: float = 1.0, tree=None):
+        """The cluster tree of the dense levels (``tree``: given), the clusters kept and the
+        model's tables (released values and public geometry only)."""
+        if tree is None:
+            tree = build_cluster_tree(dense, mcs, self._lambdas(grid, dense, power))
         kept = np.flatnonzero(tree.selected)
         self.cluster_stability_ = tree.stability[kept]
         top = self.cluster_stability_.max() if kept.size else 1.0
