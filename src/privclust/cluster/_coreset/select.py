@@ -253,16 +253,19 @@ def silhouette_sums_near(Y, candidates, anchors, noise2=None) -> np.ndarray:
         start += C.shape[0]
     stack = np.vstack(parts + [np.full((1, d), np.inf)])
     off = np.concatenate(offs + [np.zeros(1)])
+    # per anchor, its candidates' near centres and their noise, gathered once: a record then
+    # reads one block, that of its anchor
+    near_at, off_at = np.take(stack, near, axis=0), np.take(off, near)
     tree = cKDTree(A)
     totals = np.zeros(len(live), dtype=np.int64)
     rows = max(256, (1 << 20) // (len(live) * NEAR_CENTRES * d))
     for lo in range(0, Y.shape[0], rows):
         x = np.asarray(Y[lo:lo + rows], dtype=np.float64)
-        idx = near[tree.query(x)[1]]
-        diff = np.take(stack, idx, axis=0) - x[:, None, None, :]
+        anchor = tree.query(x)[1]
+        diff = np.take(near_at, anchor, axis=0) - x[:, None, None, :]
         d2 = np.einsum("rlqd,rlqd->rlq", diff, diff)
         if noise2 is not None:
-            d2 = np.maximum(d2 - np.take(off, idx), 0.0)
+            d2 = np.maximum(d2 - np.take(off_at, anchor, axis=0), 0.0)
         a, b = _two_least(d2)
         a, b = np.sqrt(a), np.sqrt(b)
         with np.errstate(invalid="ignore", divide="ignore"):
