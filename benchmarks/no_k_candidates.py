@@ -7,14 +7,14 @@ true clusters and a few other per-record scores.
 
 For each seed, ``CoresetKMeans(epsilon=e, bounds="private", random_state=s)`` without
 ``n_clusters`` is fitted with the choice's scoring wrapped (nothing else changes), and for every
-candidate of at most ``--max-k`` centres it prints: the true clusters it holds (a class mean
-within ``--near`` of one of its centres), its k-means cost over non-private
-``KMeans(true k, n_init=10, random_state=0)``, the score the exponential mechanism was given
-(the Poisson sample's sum), and on every record (non-private, for comparison only): the
-simplified silhouette with the centres' expected noise taken off, the capped margin
-``min(1, (b - a) / ((r - 1) a))`` for each ``--ratios`` r, and the clipped cost gain
-``sum 1 - min(d^2, B) / B`` for each ``--clip`` B. Then the true clusters' mean silhouette at
-a few k (``--per-class``). A diagnosis, not a release: it reads the labels.
+candidate of at most ``--max-k`` centres it prints: the true clusters it holds (a class mean within
+``--near`` of one of its centres), the ARI of the records' nearest centres, its k-means cost over
+non-private ``KMeans(true k, n_init=10, random_state=0)``, the score the exponential mechanism was
+given (the Poisson sample's sum), and on every record (non-private, for comparison only): the
+simplified silhouette with the centres' expected noise taken off, the capped margin ``min(1, (b -
+a) / ((r - 1) a))`` for each ``--ratios`` r, and the clipped cost gain ``sum 1 - min(d^2, B) / B``
+for each ``--clip`` B. Then the true clusters' mean silhouette at a few k (``--per-class``).
+A diagnosis, not a release: it reads the labels.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from sklearn.cluster import KMeans
 import privclust.cluster.coreset as coreset_module
 from privclust.cluster import CoresetKMeans
 from privclust.datasets import load
+from privclust.metrics import ari
 
 
 def _scores(X, C, noise2, ratios, clips):
@@ -73,10 +74,11 @@ def main():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             fit = CoresetKMeans(epsilon=args.epsilon, bounds="private", random_state=seed).fit(X)
-        print(f"\nseed {seed}: chose k {fit.n_clusters_} (sample rate {seen['rate']:.3g})")
+        print(f"\nseed {seed}: chose k {fit.n_clusters_} (sample rate {seen['rate']:.3g}), "
+              f"ARI {ari(y, fit.labels_):.3f}, coreset {fit.coreset_.shape[0]} leaves")
         head = " ".join([f"margin r{r:g}" for r in args.ratios] + [f"clip {c:g}" for c in
                                                                       args.clip])
-        print(f"   k held  cost   score(EM)  silhouette {head}")
+        print(f"   k held   ARI  cost   score(EM)  silhouette {head}")
         per_class = {}
         for C, n2, score in zip(seen["cands"], seen["noise2"], seen["scores"], strict=True):
             k = C.shape[0]
@@ -85,9 +87,10 @@ def main():
             near, sil, margins, clipped = _scores(X, C, n2, args.ratios, args.clip)
             held = int((np.sqrt(((means[:, None] - C[None]) ** 2).sum(2)).min(1)
                         < args.near).sum())
+            agree = ari(y, ((X[:, None, :] - C[None]) ** 2).sum(axis=2).argmin(axis=1))
             cells = " ".join(f"{v:11.0f}" for v in [*margins, *clipped])
-            print(f"  {k:3d} {held:4d} {near.sum() / base:6.2f} {score:10.0f} {sil.sum():11.0f} "
-                  f"{cells}")
+            print(f"  {k:3d} {held:4d} {agree:5.3f} {near.sum() / base:6.2f} {score:10.0f} "
+                  f"{sil.sum():11.0f} {cells}")
             if k in args.per_class:
                 per_class[k] = [sil[y == c].mean() for c in classes]
         for k, row in per_class.items():

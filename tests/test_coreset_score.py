@@ -72,3 +72,34 @@ def test_the_centres_expected_noise_comes_off_the_squared_distances():
     for extra in (np.array([[0.0, 0.0]]), noisy[:1] + 0.1):
         more = silhouette_sums(np.vstack([Y, extra]), [noisy], centres, noise2)[0]
         assert 0.0 <= more - off <= 1.0
+
+
+def test_the_two_least_of_three_are_those_a_partition_gives():
+    rng = np.random.default_rng(3)
+    d2 = rng.integers(0, 4, size=(500, 7, 3)).astype(float)  # many ties
+    d2[rng.random(d2.shape) < 0.1] = np.inf  # the sentinel centre at infinity
+    a, b = select._two_least(d2)
+    part = np.partition(d2, 1, axis=2)
+    np.testing.assert_array_equal(a, part[..., 0])
+    np.testing.assert_array_equal(b, part[..., 1])
+    wide = rng.normal(size=(50, 4, 5))  # more than three: the partition itself
+    np.testing.assert_array_equal(select._two_least(wide)[1], np.partition(wide, 1, axis=2)[..., 1])
+
+
+def test_candidate_lloyd_steps_add_each_centres_points_in_their_order():
+    # the weighted means a sparse membership matrix gives (points' order), bit for bit
+    from scipy.sparse import csr_matrix
+
+    rng = np.random.default_rng(4)
+    P = rng.normal(scale=10.0, size=(300, 3))
+    w = rng.integers(1, 400, size=300).astype(float)
+    C, labels = P[:7].copy(), None
+    for _ in range(select.CANDIDATE_MAX_ITER):
+        new = select._nearest(P, C)
+        if labels is not None and np.array_equal(new, labels):
+            break
+        labels = new
+        member = csr_matrix((w, (labels, np.arange(300))), shape=(7, 300))
+        mass = np.asarray(member.sum(axis=1)).ravel()
+        C = np.where((mass > 0)[:, None], (member @ P) / np.maximum(mass, 1e-300)[:, None], C)
+    np.testing.assert_array_equal(select._lloyd(P, w, P[:7].copy()), C)

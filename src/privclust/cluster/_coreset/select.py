@@ -36,7 +36,6 @@ embedding's 10 classes, where the records' silhouette chooses 10.
 from __future__ import annotations
 
 import numpy as np
-from scipy.sparse import csr_matrix
 from scipy.spatial import cKDTree
 from sklearn.cluster import KMeans
 
@@ -126,16 +125,17 @@ def _seedings(P, w, k, n_init, rng) -> tuple[np.ndarray, np.ndarray]:
 def _lloyd(P, w, C) -> np.ndarray:
     """Weighted Lloyd iterations from centres ``C`` until the assignment stops changing (at
     most ``CANDIDATE_MAX_ITER``); a centre that loses every point stays where it is."""
-    k, m = C.shape[0], P.shape[0]
+    k = C.shape[0]
+    wP = w[:, None] * P  # each point's weighted coordinates, summed per centre in points' order
     labels = None
     for _ in range(CANDIDATE_MAX_ITER):
         new = _nearest(P, C)
         if labels is not None and np.array_equal(new, labels):
             break
         labels = new
-        member = csr_matrix((w, (labels, np.arange(m))), shape=(k, m))
-        mass = np.asarray(member.sum(axis=1)).ravel()
-        C = np.where((mass > 0)[:, None], (member @ P) / np.maximum(mass, 1e-300)[:, None], C)
+        mass = np.bincount(labels, weights=w, minlength=k)
+        sums = np.stack([np.bincount(labels, weights=col, minlength=k) for col in wP.T], axis=1)
+        C = np.where((mass > 0)[:, None], sums / np.maximum(mass, 1e-300)[:, None], C)
     return C
 
 
@@ -211,6 +211,16 @@ def _near_centres(anchors, centres, near: int) -> np.ndarray:
     return part
 
 
+def _two_least(d2):
+    """The least and second-least values along the last axis of ``d2`` (exact: ``NEAR_CENTRES``
+    = 3 by a sorting network of minima and maxima, otherwise a partition)."""
+    if d2.shape[-1] == 3:
+        lo, hi = np.minimum(d2[..., 0], d2[..., 1]), np.maximum(d2[..., 0], d2[..., 1])
+        return np.minimum(lo, d2[..., 2]), np.minimum(hi, np.maximum(lo, d2[..., 2]))
+    part = np.partition(d2, 1, axis=-1)
+    return part[..., 0], part[..., 1]
+
+
 def silhouette_sums_near(Y, candidates, anchors, noise2=None) -> np.ndarray:
     """Every candidate's ``sum_x s(x)`` over the rows of ``Y``, with ``a`` and ``b`` the two
     least distances from ``x`` to the ``NEAR_CENTRES`` centres of the candidate nearest the
@@ -243,18 +253,21 @@ def silhouette_sums_near(Y, candidates, anchors, noise2=None) -> np.ndarray:
         start += C.shape[0]
     stack = np.vstack(parts + [np.full((1, d), np.inf)])
     off = np.concatenate(offs + [np.zeros(1)])
+    # per anchor, its candidates' near centres and their noise, gathered once: a record then
+    # reads one block, that of its anchor
+    near_at, off_at = np.take(stack, near, axis=0), np.take(off, near)
     tree = cKDTree(A)
     totals = np.zeros(len(live), dtype=np.int64)
     rows = max(256, (1 << 20) // (len(live) * NEAR_CENTRES * d))
     for lo in range(0, Y.shape[0], rows):
         x = np.asarray(Y[lo:lo + rows], dtype=np.float64)
-        idx = near[tree.query(x)[1]]
-        diff = stack[idx] - x[:, None, None, :]
+        anchor = tree.query(x)[1]
+        diff = np.take(near_at, anchor, axis=0) - x[:, None, None, :]
         d2 = np.einsum("rlqd,rlqd->rlq", diff, diff)
         if noise2 is not None:
-            d2 = np.maximum(d2 - off[idx], 0.0)
-        d2 = np.partition(d2, 1, axis=2)
-        a, b = np.sqrt(d2[..., 0]), np.sqrt(d2[..., 1])
+            d2 = np.maximum(d2 - np.take(off_at, anchor, axis=0), 0.0)
+        a, b = _two_least(d2)
+        a, b = np.sqrt(a), np.sqrt(b)
         with np.errstate(invalid="ignore", divide="ignore"):
             s = np.clip(np.where(b > 0, (b - a) / b, 0.0), 0.0, 1.0)
         totals += np.floor(s * SCORE_UNITS).astype(np.int64).sum(axis=0)
