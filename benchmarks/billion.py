@@ -218,16 +218,21 @@ def fit_once(name: str, args, chunk_rows: int | None = None) -> dict | None:
     """One fit on a fresh process cluster; its figures, or None when skipped."""
     from distributed import Client, LocalCluster, get_task_stream
 
+    import privclust.engine.dask as dask_engine
+
     kind, est = _estimator(name, args.k)
     rows = chunk_rows or args.chunk_rows
     X = lazy_records(args.records, kind, rows, args.seed)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         cluster = LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True,
-                               dashboard_address=None)
+                               dashboard_address=None, memory_limit=args.worker_memory)
         client = Client(cluster)
     try:
         client.wait_for_workers(args.workers)
+        if args.persist_share is not None:
+            dask_engine.PERSIST_SHARE = args.persist_share
+        kept = dask_engine.keeps_records(client, X.shape, X.dtype)
         stop = threading.Event()
         t0 = time.perf_counter()
         status = threading.Thread(target=_status, args=(client, t0, stop, args.status),
@@ -259,6 +264,7 @@ def fit_once(name: str, args, chunk_rows: int | None = None) -> dict | None:
             "tasks": len(prefixes), "round trips": moved.calls,
             "gathered MB": moved.nbytes / 1e6, "client peak GB": mem.peak / 1e9,
             "worker peaks GB": [w / 1e9 for w in workers], "clusters": est.n_clusters_,
+            "records kept": kept,
             "hash": model_hash(est),
         }
     finally:
@@ -270,7 +276,9 @@ def _print(r: dict) -> None:
     per_record = r["seconds"] / float(r["data"].split(" x ")[0].replace(",", "")) * 1e9
     print(f"{r['estimator']:10} {r['data']:28} {r['seconds']:8.1f} s  ({per_record:.0f} ns a "
           f"record)  {r['chunks']} chunks, passes: {r['generation passes']:.0f} generating, "
-          f"{r['chunk passes']:.0f} reading a chunk; {r['tasks']} tasks, {r['round trips']} "
+          f"{r['chunk passes']:.0f} reading a chunk (records "
+          f"{'persisted' if r['records kept'] else 'recomputed every pass'}); {r['tasks']} "
+          f"tasks, {r['round trips']} "
           f"gathers, {r['gathered MB']:.1f} MB to the client; peak memory: client "
           f"{r['client peak GB']:.2f} GB, workers "
           f"{', '.join(f'{w:.2f}' for w in r['worker peaks GB'])} GB; {r['clusters']} clusters, "
@@ -286,6 +294,12 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--chunk-rows", type=lambda s: int(float(s)), default=1 << 24)
     ap.add_argument("--seed", type=int, default=2026)
+    ap.add_argument("--worker-memory", default="4GB",
+                    help="each worker's memory limit (default 4GB; 'auto': the host's memory "
+                         "shared among the workers); the engine persists the records when "
+                         "they fit in privclust.engine.dask.PERSIST_SHARE of the sum")
+    ap.add_argument("--persist-share", type=float, default=None,
+                    help="override privclust.engine.dask.PERSIST_SHARE (0: never persist)")
     ap.add_argument("--status", type=float, default=10.0, help="seconds between status lines")
     ap.add_argument("--check-chunkings", action="store_true",
                     help="fit DPDBSCAN on two chunkings of the same records; compare the models")
