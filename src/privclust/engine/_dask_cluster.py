@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 
+import dask
+
 
 def client_or_local():
     """The current ``distributed`` client, or ``(client, cluster)`` of a LocalCluster we own."""
@@ -36,3 +38,24 @@ def close(client, cluster) -> None:
     client.close()
     cluster.close()
 
+
+def one_at_a_time(blocks, batch: int):
+    """The computed ``blocks``, in order. On a ``distributed`` client all are submitted at
+    once (the workers compute them in parallel and hold them) and gathered one at a time,
+    each released once read: the client holds one chunk's labels in transit, whatever the
+    number of chunks. On another scheduler, ``batch`` chunks at a time."""
+    try:
+        from distributed import default_client
+
+        client = default_client()
+    except (ImportError, ValueError):
+        client = None
+    if client is None:
+        for start in range(0, len(blocks), batch):
+            yield from dask.compute(*blocks[start : start + batch])
+        return
+    futures = client.compute(blocks)
+    for i in range(len(futures)):
+        part = client.gather(futures[i])
+        futures[i] = None  # released on the workers
+        yield part

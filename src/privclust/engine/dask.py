@@ -39,7 +39,7 @@ from dask import delayed
 
 from . import _dask_cells
 from . import _dask_tasks as tasks
-from ._dask_cluster import client_or_local, close, workers_memory
+from ._dask_cluster import client_or_local, close, one_at_a_time, workers_memory
 from ._exact import float_stats
 from .base import Engine, Grouping, NearestCentre
 from .local import LocalEngine, cell_index_box, cells_of_keys
@@ -221,11 +221,12 @@ def as_dask_data(X, name: str = "X") -> DaskData:
 
 def record_labels(data: DaskData, fn, *args) -> np.ndarray:
     """``fn(chunk, *args)``, an integer label per record, on every chunk where it lives,
-    gathered into one int64 NumPy array a batch of chunks at a time (int32 in transit when the
-    labels fit): the client holds the result and one batch, never every chunk's labels and
-    their concatenation at once. Above :data:`LAZY_LABELS` records the labels are not
-    gathered: the result is a lazy int64 dask array, one block per chunk, computed where the
-    chunks live when it is read (``.compute()``, ``to_parquet``, a reduction)."""
+    gathered into one int64 NumPy array (int32 in transit when the labels fit), one chunk at
+    a time on a ``distributed`` client: the client holds the result and one chunk's labels,
+    never every chunk's labels and their concatenation at once. Above :data:`LAZY_LABELS`
+    records the labels are not gathered: the result is a lazy int64 dask array, one block per
+    chunk, computed where the chunks live when it is read (``.compute()``, ``to_parquet``, a
+    reduction)."""
     if data.shape[0] > LAZY_LABELS:
         def labels64(x, *a):
             return np.asarray(fn(x, *a)).astype(np.int64, copy=False)
@@ -241,10 +242,9 @@ def record_labels(data: DaskData, fn, *args) -> np.ndarray:
                                    dtype=np.int32 if narrow else np.int64).to_delayed()
     out = np.empty(data.shape[0], dtype=np.int64)
     pos = 0
-    for start in range(0, len(blocks), _LABEL_BATCH):
-        for part in dask.compute(*blocks[start : start + _LABEL_BATCH]):
-            out[pos : pos + part.size] = part
-            pos += part.size
+    for part in one_at_a_time(list(blocks), _LABEL_BATCH):
+        out[pos : pos + part.size] = part
+        pos += part.size
     return out
 
 
