@@ -578,6 +578,7 @@ class DaskEngine(Engine):
         total = int(np.prod(span))
         n_parts = max(1, min(-(-n // _PART_VALUES), total))
         width = -(-total // n_parts)  # key range per partition
+        n_parts = -(-total // width)  # no empty range past the grid's last key
         splits = [delayed(tasks.cell_keys, nout=n_parts)(x, origin, cell_width, lo, span,
                                                          strides, n_parts, width)
                   for x in self._xblocks]
