@@ -236,6 +236,23 @@ def partition_lut(hist, n_parts):
     return lut
 
 
+def _keys(x, origin, width, lo, span, strides):
+    """The chunk's flat cell keys, as LocalEngine computes them (int32 when they fit)."""
+    total = int(np.prod(span))
+    keys = np.empty(x.shape[0], dtype=np.int32 if total < 2**31 else np.int64)
+    for i in range(0, x.shape[0], _KEY_ROWS):  # in cache-sized steps: 2-3x faster
+        flat_cell_keys(x[i : i + _KEY_ROWS], origin, width, lo, span, strides,
+                       out=keys[i : i + _KEY_ROWS])
+    return keys
+
+
+def dense_cell_counts(x, origin, width, lo, span, strides, dtype):
+    """The chunk's count of records in every cell of the grid (a dense array of ``dtype``)."""
+    counts = np.bincount(_keys(x, origin, width, lo, span, strides),
+                         minlength=int(np.prod(span)))
+    return counts.astype(dtype, copy=False)
+
+
 def cell_keys(x, origin, width, lo, span, strides, n_parts, part_width):
     """The chunk's cell keys (as LocalEngine computes them) cut by key range: one piece per
     range, ``(keys, counts)`` when the grid has no more cells than the chunk has rows (it
@@ -244,10 +261,7 @@ def cell_keys(x, origin, width, lo, span, strides, n_parts, part_width):
     a record, and no pass over the whole grid per chunk), cut by masks for a few ranges and
     by one sort for more."""
     total = int(np.prod(span))
-    keys = np.empty(x.shape[0], dtype=np.int32 if total < 2**31 else np.int64)
-    for i in range(0, x.shape[0], _KEY_ROWS):  # in cache-sized steps: 2-3x faster
-        flat_cell_keys(x[i : i + _KEY_ROWS], origin, width, lo, span, strides,
-                       out=keys[i : i + _KEY_ROWS])
+    keys = _keys(x, origin, width, lo, span, strides)
     narrow = total < 2**31 and keys.size < 2**31
     if total <= keys.size:  # the chunk counts its keys: 8 bytes a non-empty cell
         acc = np.bincount(keys, minlength=total)

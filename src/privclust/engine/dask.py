@@ -49,6 +49,9 @@ __all__ = ["DaskData", "DaskEngine", "DaskGrouping", "as_dask_data", "chunk_tota
 
 #: Values of one feature per sorting partition (a task sorts about this many).
 _PART_VALUES = 1 << 22
+#: Grid cells up to which every chunk counts its records in a dense array of the whole grid
+#: (if no larger than the chunk), added in the fixed tree: no exchange by key range.
+_DENSE_CELLS = 1 << 24
 #: Values per feature batch of a neighbour-gap pass (bounds the workers' memory for the gaps).
 _BATCH_VALUES = 1 << 25
 #: Records up to which a neighbour-gap pass sorts whole columns, a task per few columns (the
@@ -576,6 +579,13 @@ class DaskEngine(Engine):
                                              (origin, cell_width), {}) for x in self._xblocks]
             return self._compute(delayed(tasks.merge_cell_rows)(*parts))[0]
         total = int(np.prod(span))
+        if total <= min(_DENSE_CELLS, max(self.X.chunks[0])):  # dense counts, added in a tree
+            dense = self._compute(tasks.tree([
+                delayed(tasks.dense_cell_counts)(x, origin, cell_width, lo, span, strides,
+                                                 np.int32 if n < 2**31 else np.int64)
+                for x in self._xblocks]))[0]
+            ukeys = np.flatnonzero(dense)
+            return cells_of_keys(ukeys, lo, strides), dense[ukeys].astype(np.int64)
         n_parts = max(1, min(-(-n // _PART_VALUES), total))
         width = -(-total // n_parts)  # key range per partition
         n_parts = -(-total // width)  # no empty range past the grid's last key
