@@ -25,10 +25,11 @@ time; passes over the data (tasks that read a whole chunk, per chunk: the genera
 where the chunks are drawn, and all of them); the bytes gathered to this process (the results
 of every computation the fit asked for, by ``dask.sizeof``); the peak resident memory of this
 process (client and scheduler; sampled every 0.1 s) and of each worker process (its
-``ru_maxrss``, the worker being fresh). A fit longer than 2 s shows privclust's progress bar
-on a terminal; a status line is printed every ``--status`` seconds (elapsed time, tasks done).
-An estimator the Dask engine does not run yet (CoresetKMeans before it does) is skipped with
-a printed line.
+``ru_maxrss``, the worker being fresh), and each worker's CPU time during the fit (on a shared
+host the steadier figure: an idle host's wall time is about the larger of the two). A fit
+longer than 2 s shows privclust's progress bar on a terminal; a status line is printed every
+``--status`` seconds (elapsed time, tasks done). An estimator the Dask engine does not run
+yet is skipped with a printed line.
 """
 
 from __future__ import annotations
@@ -174,6 +175,11 @@ def _worker_peak() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
+def _worker_cpu() -> float:
+    use = resource.getrusage(resource.RUSAGE_SELF)
+    return use.ru_utime + use.ru_stime
+
+
 def _status(client, t0, stop, every):
     while not stop.wait(every):
         try:
@@ -218,16 +224,22 @@ def fit_once(name: str, args, chunk_rows: int | None = None) -> dict | None:
     """One fit on a fresh process cluster; its figures, or None when skipped."""
     from distributed import Client, LocalCluster, get_task_stream
 
+    import privclust.engine.dask as dask_engine
+
     kind, est = _estimator(name, args.k)
     rows = chunk_rows or args.chunk_rows
     X = lazy_records(args.records, kind, rows, args.seed)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         cluster = LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True,
-                               dashboard_address=None)
+                               dashboard_address=None, memory_limit=args.worker_memory)
         client = Client(cluster)
     try:
         client.wait_for_workers(args.workers)
+        if args.persist_share is not None:
+            dask_engine.PERSIST_SHARE = args.persist_share
+        kept = dask_engine.keeps_records(client, X.shape, X.dtype)
+        cpu0 = client.run(_worker_cpu)
         stop = threading.Event()
         t0 = time.perf_counter()
         status = threading.Thread(target=_status, args=(client, t0, stop, args.status),
@@ -248,6 +260,7 @@ def fit_once(name: str, args, chunk_rows: int | None = None) -> dict | None:
         finally:
             stop.set()
         workers = sorted(client.run(_worker_peak).values())
+        cpu = [after - cpu0.get(w, 0.0) for w, after in sorted(client.run(_worker_cpu).items())]
         prefixes = [(r["key"][0] if isinstance(r["key"], tuple) else r["key"]).split("-")[0]
                     for r in ts.data]
         n_chunks = X.numblocks[0]
@@ -259,6 +272,7 @@ def fit_once(name: str, args, chunk_rows: int | None = None) -> dict | None:
             "tasks": len(prefixes), "round trips": moved.calls,
             "gathered MB": moved.nbytes / 1e6, "client peak GB": mem.peak / 1e9,
             "worker peaks GB": [w / 1e9 for w in workers], "clusters": est.n_clusters_,
+            "records kept": kept, "worker CPU s": cpu,
             "hash": model_hash(est),
         }
     finally:
@@ -270,10 +284,13 @@ def _print(r: dict) -> None:
     per_record = r["seconds"] / float(r["data"].split(" x ")[0].replace(",", "")) * 1e9
     print(f"{r['estimator']:10} {r['data']:28} {r['seconds']:8.1f} s  ({per_record:.0f} ns a "
           f"record)  {r['chunks']} chunks, passes: {r['generation passes']:.0f} generating, "
-          f"{r['chunk passes']:.0f} reading a chunk; {r['tasks']} tasks, {r['round trips']} "
+          f"{r['chunk passes']:.0f} reading a chunk (records "
+          f"{'persisted' if r['records kept'] else 'recomputed every pass'}); {r['tasks']} "
+          f"tasks, {r['round trips']} "
           f"gathers, {r['gathered MB']:.1f} MB to the client; peak memory: client "
           f"{r['client peak GB']:.2f} GB, workers "
-          f"{', '.join(f'{w:.2f}' for w in r['worker peaks GB'])} GB; {r['clusters']} clusters, "
+          f"{', '.join(f'{w:.2f}' for w in r['worker peaks GB'])} GB; worker CPU "
+          f"{', '.join(f'{c:.0f}' for c in r['worker CPU s'])} s; {r['clusters']} clusters, "
           f"model {r['hash']}", flush=True)
 
 
@@ -286,6 +303,12 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--chunk-rows", type=lambda s: int(float(s)), default=1 << 24)
     ap.add_argument("--seed", type=int, default=2026)
+    ap.add_argument("--worker-memory", default="4GB",
+                    help="each worker's memory limit (default 4GB; 'auto': the host's memory "
+                         "shared among the workers); the engine persists the records when "
+                         "they fit in privclust.engine.dask.PERSIST_SHARE of the sum")
+    ap.add_argument("--persist-share", type=float, default=None,
+                    help="override privclust.engine.dask.PERSIST_SHARE (0: never persist)")
     ap.add_argument("--status", type=float, default=10.0, help="seconds between status lines")
     ap.add_argument("--check-chunkings", action="store_true",
                     help="fit DPDBSCAN on two chunkings of the same records; compare the models")

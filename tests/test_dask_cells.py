@@ -68,3 +68,27 @@ def test_the_tree_walk_splits_cells_on_the_dask_engine(dask_client):
             np.testing.assert_array_equal(a, b)
         for a, b in zip(walks[0].cells(level), walks[1].cells(level), strict=True):
             np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("width", [0.25, 0.01], ids=["grid-smaller-than-chunks", "fine-grid"])
+@pytest.mark.parametrize("part_values", [1 << 22, 500, 40], ids=["one-range", "masks", "sort"])
+@pytest.mark.parametrize("dense", [True, False], ids=["dense", "by-key-range"])
+def test_grid_cell_counts_equal_local(dask_client, monkeypatch, width, part_values, dense):
+    """DPDBSCAN's grid counts on Dask: every chunk counts the whole grid when it is small
+    (dense arrays added in a tree); else a chunk counts its own keys when the grid has no more
+    cells than it has rows, or sends its raw keys cut by key range (by masks for a few ranges,
+    by one sort for more); every way gives the NumPy engine's cells and counts."""
+    import privclust.engine.dask as dask_engine
+
+    monkeypatch.setattr(dask_engine, "_PART_VALUES", part_values)
+    if not dense:
+        monkeypatch.setattr(dask_engine, "_DENSE_CELLS", 0)
+    X = np.clip(_records(n=3000, d=2), -3.0, 3.0)
+    bounds = np.tile([-3.0, 3.0], (2, 1))
+    origin, cells = np.array([-3.0, -3.0]), np.array([width, width])
+    want = LocalEngine(X, bounds).cell_counts(origin, cells)
+    for chunking in CHUNKINGS.values():
+        got = DaskEngine(da.from_array(X, chunks=(chunking(3000), 2)), bounds).cell_counts(
+            origin, cells)
+        np.testing.assert_array_equal(got[0], want[0])
+        np.testing.assert_array_equal(got[1], want[1])

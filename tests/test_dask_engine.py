@@ -187,6 +187,32 @@ def test_labels_of_many_chunks_come_back_in_order(client):
         np.testing.assert_array_equal(a.predict(X), b.predict(da.from_array(X, chunks=rows)))
 
 
+def test_labels_come_to_the_client_one_chunk_at_a_time(client, monkeypatch):
+    """On a distributed client the chunks' labels are computed together and gathered one
+    chunk at a time: the client never holds more than one chunk's labels in transit."""
+    from distributed import Client
+
+    X = _blobs()
+    rows = 2000 // (3 * dask_engine._LABEL_BATCH) + 1
+    data = as_dask_data(da.from_array(X, chunks=(rows, 2)))
+    sizes, gather = [], Client.gather
+
+    def counting(self, futures, *args, **kwargs):
+        out = gather(self, futures, *args, **kwargs)
+        parts = out if isinstance(out, (list, tuple)) else [out]
+        sizes.append(sum(np.asarray(p).size for p in parts if isinstance(p, np.ndarray)))
+        return out
+
+    monkeypatch.setattr(Client, "gather", counting)
+    labels = dask_engine.record_labels(data, _first_coordinate_sign)
+    np.testing.assert_array_equal(labels, _first_coordinate_sign(X))
+    assert len(sizes) == len(data.array.chunks[0]) and max(sizes) <= rows
+
+
+def _first_coordinate_sign(x):
+    return (x[:, 0] > 0).astype(np.int64)
+
+
 def _check_assignments(L, D):
     centres = np.array([[0.0, 0, 0], [2, 2, 0], [-2, 1, 1]])
     for a, c in zip(L.nearest_centre_moments(centres), D.nearest_centre_moments(centres),

@@ -418,14 +418,10 @@ class PrivateFitMixin:
             engine = DaskEngine(X, bounds)
         else:
             engine = LocalEngine(X, bounds)
-        if engine.n_clipped_records:
-            warnings.warn(
-                f"{engine.n_clipped_records} record(s) lie outside the bounds and were "
-                "clipped to them (clipping is what bounds the sensitivity; widen the bounds if "
-                "this is unexpected)",
-                UserWarning,
-                stacklevel=3,
-            )
+        if getattr(engine, "clip_count_pending", False):  # counted with the first pass
+            engine.on_clipped = _warn_clipped
+        elif engine.n_clipped_records:
+            _warn_clipped(engine.n_clipped_records, stacklevel=4)
         return engine
 
     def _start_report(self, planned: Budget, random_source) -> PrivacyReport:
@@ -434,6 +430,15 @@ class PrivateFitMixin:
             planned=planned,
             random_source=random_source.description,
         )
+
+
+def _warn_clipped(n_clipped: int, stacklevel: int = 2) -> None:
+    warnings.warn(
+        f"{n_clipped} record(s) lie outside the bounds and were clipped to them (clipping is "
+        "what bounds the sensitivity; widen the bounds if this is unexpected)",
+        UserWarning,
+        stacklevel=stacklevel,
+    )
 
 
 class PrivateClusterMixin(PrivateFitMixin, ClusterMixin, BaseEstimator):

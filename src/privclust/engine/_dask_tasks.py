@@ -22,6 +22,9 @@ from .local import LocalGrouping, records_outside
 
 #: Rows per step of a chunk's cell-key pass (temporaries that stay in cache).
 _KEY_ROWS = 1 << 17
+#: Key ranges up to which a chunk's raw cell keys are cut by one mask per range (above: by
+#: one sort of the keys).
+_MASKED_PARTS = 8
 #: Chunk sums merged per node of the reduction tree.
 _FAN_IN = 8
 
@@ -233,25 +236,47 @@ def partition_lut(hist, n_parts):
     return lut
 
 
-def cell_keys(x, origin, width, lo, span, strides, n_parts, part_width):
-    """The chunk's cell keys (as LocalEngine computes them) cut by key range: one piece per
-    range, ``(keys, counts)`` when the chunk has many more rows than the grid has cells (it
-    counts its keys itself), else ``(keys, None)``, the raw keys (int32 when they fit: 4 bytes
-    a record, about what a chunk's distinct cells and their counts weigh on a grid with more
-    cells than rows, and no pass over the whole grid per chunk)."""
+def _keys(x, origin, width, lo, span, strides):
+    """The chunk's flat cell keys, as LocalEngine computes them (int32 when they fit)."""
     total = int(np.prod(span))
     keys = np.empty(x.shape[0], dtype=np.int32 if total < 2**31 else np.int64)
     for i in range(0, x.shape[0], _KEY_ROWS):  # in cache-sized steps: 2-3x faster
         flat_cell_keys(x[i : i + _KEY_ROWS], origin, width, lo, span, strides,
                        out=keys[i : i + _KEY_ROWS])
-    if total * 4 <= keys.size:
+    return keys
+
+
+def dense_cell_counts(x, origin, width, lo, span, strides, dtype):
+    """The chunk's count of records in every cell of the grid (a dense array of ``dtype``)."""
+    counts = np.bincount(_keys(x, origin, width, lo, span, strides),
+                         minlength=int(np.prod(span)))
+    return counts.astype(dtype, copy=False)
+
+
+def cell_keys(x, origin, width, lo, span, strides, n_parts, part_width):
+    """The chunk's cell keys (as LocalEngine computes them) cut by key range: one piece per
+    range, ``(keys, counts)`` when the grid has no more cells than the chunk has rows (it
+    counts its keys itself: its non-empty cells and their counts, int32 when they fit, weigh
+    less than its raw keys), else ``(keys, None)``, the raw keys (int32 when they fit: 4 bytes
+    a record, and no pass over the whole grid per chunk), cut by masks for a few ranges and
+    by one sort for more."""
+    total = int(np.prod(span))
+    keys = _keys(x, origin, width, lo, span, strides)
+    narrow = total < 2**31 and keys.size < 2**31
+    if total <= keys.size:  # the chunk counts its keys: 8 bytes a non-empty cell
         acc = np.bincount(keys, minlength=total)
         keys = np.flatnonzero(acc)
         counts = acc[keys]
+        if narrow:
+            keys, counts = keys.astype(np.int32), counts.astype(np.int32)
         edges = np.searchsorted(keys, np.arange(n_parts + 1) * part_width)
         return [(keys[a:b], counts[a:b]) for a, b in zip(edges[:-1], edges[1:], strict=True)]
     if n_parts == 1:
         return [(keys, None)]
+    if n_parts > _MASKED_PARTS:  # one sort, not a pass over the keys per range
+        keys = np.sort(keys)
+        edges = np.searchsorted(keys, np.arange(n_parts + 1) * part_width)
+        return [(keys[a:b], None) for a, b in zip(edges[:-1], edges[1:], strict=True)]
     part = keys // part_width
     return [(keys[part == p], None) for p in range(n_parts)]
 

@@ -1,7 +1,9 @@
 """Dask engine: records in a ``dask.array`` on a ``distributed`` cluster (extra ``[dask]``).
 
-The records are clipped to the public bounds lazily and persisted once on the workers; a
-grouping is a persisted array of group labels aligned with the records' row chunks. Every query
+The records are clipped to the public bounds lazily and persisted once on the workers when
+they fit in :data:`PERSIST_SHARE` of the workers' memory (else every pass recomputes its chunks,
+re-reading or re-drawing them: the same values, so the same aggregates); a grouping is a
+persisted array of group labels aligned with the records' row chunks. Every query
 runs one task per row chunk that returns a small exact aggregate (the NumPy engine's own code,
 :class:`~privclust.engine.local.LocalEngine`, applied to the chunk), and the aggregates are
 merged in a fixed tree over the chunks. The client receives aggregates only; nothing here draws
@@ -37,6 +39,7 @@ from dask import delayed
 
 from . import _dask_cells
 from . import _dask_tasks as tasks
+from ._dask_cluster import client_or_local, close, one_at_a_time, workers_memory
 from ._exact import float_stats
 from .base import Engine, Grouping, NearestCentre
 from .local import LocalEngine, cell_index_box, cells_of_keys
@@ -46,6 +49,9 @@ __all__ = ["DaskData", "DaskEngine", "DaskGrouping", "as_dask_data", "chunk_tota
 
 #: Values of one feature per sorting partition (a task sorts about this many).
 _PART_VALUES = 1 << 22
+#: Grid cells up to which every chunk counts its records in a dense array of the whole grid
+#: (if no larger than the chunk), added in the fixed tree: no exchange by key range.
+_DENSE_CELLS = 1 << 24
 #: Values per feature batch of a neighbour-gap pass (bounds the workers' memory for the gaps).
 _BATCH_VALUES = 1 << 25
 #: Records up to which a neighbour-gap pass sorts whole columns, a task per few columns (the
@@ -57,6 +63,12 @@ _LABEL_BATCH = 8
 #: Records above which labels stay on the cluster as a lazy dask array (2^27 int64 labels
 #: are 1 GiB: more would not fit the client's memory beside the fit).
 LAZY_LABELS = 1 << 27
+#: Share of the workers' memory (the sum of their memory limits) that the clipped records may
+#: take when the engine keeps them on the workers; larger inputs are not persisted, and every
+#: pass recomputes its chunks where it reads them (re-reads the files, re-draws generated
+#: chunks). A decision from public facts (the input's shape and dtype, the cluster's
+#: configuration) that changes how the aggregates are computed, never their values.
+PERSIST_SHARE = 0.25
 _CACHE: dict = {}  # the last validated inputs: one pass per input, even across nested fits
 
 
@@ -212,11 +224,12 @@ def as_dask_data(X, name: str = "X") -> DaskData:
 
 def record_labels(data: DaskData, fn, *args) -> np.ndarray:
     """``fn(chunk, *args)``, an integer label per record, on every chunk where it lives,
-    gathered into one int64 NumPy array a batch of chunks at a time (int32 in transit when the
-    labels fit): the client holds the result and one batch, never every chunk's labels and
-    their concatenation at once. Above :data:`LAZY_LABELS` records the labels are not
-    gathered: the result is a lazy int64 dask array, one block per chunk, computed where the
-    chunks live when it is read (``.compute()``, ``to_parquet``, a reduction)."""
+    gathered into one int64 NumPy array (int32 in transit when the labels fit), one chunk at
+    a time on a ``distributed`` client: the client holds the result and one chunk's labels,
+    never every chunk's labels and their concatenation at once. Above :data:`LAZY_LABELS`
+    records the labels are not gathered: the result is a lazy int64 dask array, one block per
+    chunk, computed where the chunks live when it is read (``.compute()``, ``to_parquet``, a
+    reduction)."""
     if data.shape[0] > LAZY_LABELS:
         def labels64(x, *a):
             return np.asarray(fn(x, *a)).astype(np.int64, copy=False)
@@ -232,10 +245,9 @@ def record_labels(data: DaskData, fn, *args) -> np.ndarray:
                                    dtype=np.int32 if narrow else np.int64).to_delayed()
     out = np.empty(data.shape[0], dtype=np.int64)
     pos = 0
-    for start in range(0, len(blocks), _LABEL_BATCH):
-        for part in dask.compute(*blocks[start : start + _LABEL_BATCH]):
-            out[pos : pos + part.size] = part
-            pos += part.size
+    for part in one_at_a_time(list(blocks), _LABEL_BATCH):
+        out[pos : pos + part.size] = part
+        pos += part.size
     return out
 
 
@@ -257,21 +269,11 @@ def nearest_centre_labels(data: DaskData, centres) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------- the cluster
-def _client_or_local():
-    """The current ``distributed`` client, or ``(client, cluster)`` of a LocalCluster we own."""
-    from distributed import Client, LocalCluster, default_client
-
-    try:
-        return default_client(), None
-    except ValueError:
-        cluster = LocalCluster(n_workers=1, threads_per_worker=os.cpu_count() or 1,
-                               processes=False, dashboard_address=None)
-        return Client(cluster, set_as_default=False), cluster
-
-
-def _close(client, cluster) -> None:
-    client.close()
-    cluster.close()
+def keeps_records(client, shape, dtype) -> bool:
+    """Whether records of ``shape`` and ``dtype`` fit in :data:`PERSIST_SHARE` of the
+    workers' memory, so that the engine persists them there."""
+    nbytes = int(np.prod(shape, dtype=np.float64)) * np.dtype(dtype).itemsize
+    return nbytes <= PERSIST_SHARE * workers_memory(client)
 
 
 class DaskGrouping(Grouping):
@@ -363,9 +365,9 @@ class DaskEngine(Engine):
         self.bounds = np.asarray(bounds, dtype=float)
         self.retries = int(retries)
         raw = _as_array(X)
-        self._client, cluster = _client_or_local()
+        self._client, cluster = client_or_local()
         if cluster is not None:
-            weakref.finalize(self, _close, self._client, cluster)
+            weakref.finalize(self, close, self._client, cluster)
         if _transform is None:
             dtype = raw.dtype if raw.dtype in (np.float32, np.float64) else np.dtype(np.float64)
             lo = self.bounds[:, 0].astype(dtype)
@@ -376,12 +378,21 @@ class DaskEngine(Engine):
             clipped = raw.map_blocks(fn, dtype=dtype)
         outside = raw.map_blocks(tasks.outside, lo, hi, drop_axis=1,
                                  chunks=((1,) * raw.numblocks[0],), dtype=np.int64)
-        self.X, outside = self._client.persist([clipped, outside], retries=self.retries)
-        # Local diagnostic for the data holder; never part of a release.
-        self.n_clipped_records = int(self._compute(outside.sum())[0])
+        self.persisted = keeps_records(self._client, raw.shape, dtype)
+        self.on_clipped, self._clip_count = None, None
+        if self.persisted:
+            self.X, outside = self._client.persist([clipped, outside], retries=self.retries)
+            # Local diagnostic for the data holder; never part of a release.
+            self.n_clipped_records = int(self._compute(outside.sum())[0])
+        else:  # every pass recomputes its chunks: nothing per record stays on the workers
+            self.X = clipped
+            # counted with the first computation, from the chunks it draws (the graphs left
+            # unfused, so that both read the same tasks' chunks)
+            self._clip_count = tasks.tree([delayed(tasks.outside)(b, lo, hi) for b in
+                                           raw.to_delayed(optimize_graph=False)[:, 0]])
         self._proto = LocalEngine(np.zeros((0, self.X.shape[1]), dtype=dtype), self.bounds)
         self._bins_cache = None  # (key, bin blocks, persisted bins) of the last axis histogram
-        self._xblocks = list(self.X.to_delayed()[:, 0])
+        self._xblocks = list(self.X.to_delayed(optimize_graph=self.persisted)[:, 0])
 
     @property
     def n_records(self) -> int:
@@ -394,9 +405,43 @@ class DaskEngine(Engine):
         held = self._client.who_has(self.X)
         return [list(held.get(x.key, ())) or None for x in self._xblocks]
 
+    def keep(self, objs: list) -> list:
+        """``objs`` (delayed, one per chunk) persisted on the workers when the engine keeps its
+        records there; else as they are, computed again with every query that reads them."""
+        if not self.persisted:
+            return list(objs)
+        return self._client.persist(list(objs), retries=self.retries)
+
+    @property
+    def n_clipped_records(self) -> int:
+        """Records with a value outside the bounds (a local diagnostic for the data holder,
+        never part of a release). Records that are not persisted are counted with the first
+        computation that reads them (``on_clipped``, when set, is then called with the
+        count); read before that, the count costs a pass of its own."""
+        if self._clip_count is not None:
+            self._compute()
+        return self._n_clipped
+
+    @n_clipped_records.setter
+    def n_clipped_records(self, value) -> None:
+        self._n_clipped = int(value)
+
+    @property
+    def clip_count_pending(self) -> bool:
+        """Whether ``n_clipped_records`` waits for the first computation."""
+        return getattr(self, "_clip_count", None) is not None
+
     def _compute(self, *objs):
-        futures = self._client.compute(list(objs), retries=self.retries)
-        return self._client.gather(futures)
+        pending = getattr(self, "_clip_count", None)
+        futures = self._client.compute([*objs, *([] if pending is None else [pending])],
+                                       retries=self.retries)
+        out = self._client.gather(futures)
+        if pending is not None:
+            self._clip_count = None
+            self._n_clipped = int(np.asarray(out.pop()).sum())
+            if self._n_clipped and self.on_clipped is not None:
+                self.on_clipped(self._n_clipped)
+        return out
 
     def _agg_graph(self, method, grouping, *args, **kwargs):
         """A LocalEngine query on every chunk, the chunk results added in a fixed tree
@@ -432,7 +477,7 @@ class DaskEngine(Engine):
     def root(self) -> DaskGrouping:
         """See :meth:`privclust.engine.base.Engine.root`."""
         g = da.zeros(self.X.shape[0], chunks=(self.X.chunks[0],), dtype=np.int32)
-        return DaskGrouping(self._client.persist(g), 1)
+        return DaskGrouping(self._client.persist(g) if self.persisted else g, 1)
 
     def regroup(self, grouping, feature, threshold, left, right, n_groups,
                 parked=None) -> DaskGrouping:
@@ -534,8 +579,16 @@ class DaskEngine(Engine):
                                              (origin, cell_width), {}) for x in self._xblocks]
             return self._compute(delayed(tasks.merge_cell_rows)(*parts))[0]
         total = int(np.prod(span))
+        if total <= min(_DENSE_CELLS, max(self.X.chunks[0])):  # dense counts, added in a tree
+            dense = self._compute(tasks.tree([
+                delayed(tasks.dense_cell_counts)(x, origin, cell_width, lo, span, strides,
+                                                 np.int32 if n < 2**31 else np.int64)
+                for x in self._xblocks]))[0]
+            ukeys = np.flatnonzero(dense)
+            return cells_of_keys(ukeys, lo, strides), dense[ukeys].astype(np.int64)
         n_parts = max(1, min(-(-n // _PART_VALUES), total))
         width = -(-total // n_parts)  # key range per partition
+        n_parts = -(-total // width)  # no empty range past the grid's last key
         splits = [delayed(tasks.cell_keys, nout=n_parts)(x, origin, cell_width, lo, span,
                                                          strides, n_parts, width)
                   for x in self._xblocks]
@@ -737,7 +790,9 @@ def mapped_engine(engine: DaskEngine, fn, bounds, n_features: int) -> DaskEngine
     out._source = engine  # keeps a cluster the engine started open as long as this one
     images = engine.X.map_blocks(fn, dtype=np.float64,
                                  chunks=(engine.X.chunks[0], (int(n_features),)))
-    out.X = engine._client.persist(images, retries=engine.retries)
+    out.persisted = keeps_records(engine._client, images.shape, images.dtype)
+    out.X = engine._client.persist(images, retries=engine.retries) if out.persisted else images
+    out.on_clipped, out._clip_count = None, None
     out.n_clipped_records = 0
     out._proto = LocalEngine(np.zeros((0, int(n_features))), out.bounds)
     out._bins_cache = None

@@ -184,8 +184,8 @@ def corrected_labels(engine, centres, offset):
         return corrected_nearest(engine.X, centres, offset)
     from dask import delayed
 
-    pairs = engine._client.persist([delayed(corrected_nearest)(x, centres, offset)
-                                    for x in engine._xblocks], retries=engine.retries)
+    pairs = engine.keep([delayed(corrected_nearest)(x, centres, offset)
+                         for x in engine._xblocks])
     dist = engine._compute(*[delayed(_second)(p) for p in pairs])
     return ChunkLabels([delayed(_first)(p) for p in pairs]), _concat(dist)
 
@@ -244,8 +244,8 @@ def corrected_counts(engine, centres, offset, grid):
 
     from ...engine._dask_tasks import tree
 
-    pairs = engine._client.persist([delayed(_corrected_counts)(x, centres, offset, grid)
-                                    for x in engine._xblocks], retries=engine.retries)
+    pairs = engine.keep([delayed(_corrected_counts)(x, centres, offset, grid)
+                         for x in engine._xblocks])
     counts = engine._compute(tree([delayed(_second)(p) for p in pairs]))[0]
     return ChunkLabels([delayed(_first)(p) for p in pairs]), counts
 
