@@ -37,6 +37,9 @@ SEEDS = (0, 1, 2)
 
 
 def load(name: str):
+    if not (DATA / f"{name}.npz").exists():
+        known = sorted(f.stem for f in DATA.glob("*.npz"))
+        sys.exit(f"no set {name!r} in {DATA.resolve()}; the sets there: {', '.join(known)}")
     z = np.load(DATA / f"{name}.npz")
     meta = json.loads((DATA / f"{name}.json").read_text())
     b = np.asarray(meta["bounds"], dtype=float)
@@ -133,6 +136,15 @@ def speed(n: int, runs: int = 3) -> None:
 
 
 def main(argv) -> None:
+    if argv and argv[0] in ("-h", "--help"):
+        print(__doc__)
+        return
+    if argv and argv[0].startswith("-") and argv[0] not in ("--speed", "--vs-hdbscan",
+                                                             "--convex"):
+        sys.exit(f"unknown option {argv[0]!r}: run with --help for the usage")
+    if not (argv and argv[0] == "--speed") and not DATA.is_dir():
+        sys.exit(f"the benchmark sets are not at {DATA.resolve()}: this script reads the "
+                 "shared data folder beside the repository")
     if argv and argv[0] == "--speed":
         speed(int(float(argv[1])) if len(argv) > 1 else 11_000_000)
     elif argv and argv[0] == "--vs-hdbscan":
