@@ -78,12 +78,14 @@ class ChunkLabels:
 def outside(X, group, anchors, radius) -> np.ndarray:
     """Records whose distance from their cluster's anchor exceeds its radius (chunked)."""
     far = np.zeros(group.size, dtype=bool)
-    rows = np.flatnonzero(group >= 0)
-    for start in range(0, rows.size, _ROWS):
-        r = rows[start:start + _ROWS]
+    every = bool((group >= 0).all())  # the usual case: slices, no gather of the rows
+    rows = None if every else np.flatnonzero(group >= 0)
+    r2 = radius ** 2
+    for start in range(0, group.size if every else rows.size, _ROWS):
+        r = slice(start, start + _ROWS) if every else rows[start:start + _ROWS]
         g = group[r]
         diff = np.asarray(X[r], dtype=np.float64) - anchors[g]
-        far[r] = np.einsum("ij,ij->i", diff, diff) > radius[g] ** 2
+        far[r] = np.einsum("ij,ij->i", diff, diff) > r2[g]
     return far
 
 
