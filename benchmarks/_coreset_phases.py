@@ -87,7 +87,10 @@ def phases():
         return wrapper
 
     def patch(owner, attr, wrap):
-        fn = inspect.getattr_static(owner, attr)
+        try:
+            fn = inspect.getattr_static(owner, attr)
+        except AttributeError:  # an older tree without it
+            return
         saved.append((owner, attr, owner.__dict__.get(attr) if isinstance(owner, type)
                       else fn))
         if isinstance(fn, staticmethod):
@@ -110,12 +113,15 @@ def phases():
                 setattr(owner, attr, fn)
 
 
-def print_phases(label, total, seconds, passes):
-    """One table: seconds and passes per phase, the rest of the fit as "other"."""
+def print_phases(label, total, seconds, passes=None):
+    """One table: seconds and (``passes`` given: NumPy engine) passes per phase, the rest of
+    the fit as "other"."""
     print(f"  {label}: {total:.2f} s")
     for name, _ in PHASES + [("other", None)]:
         s = total - sum(seconds.values()) if name == "other" else seconds.get(name, 0.0)
-        p = passes.get(name, 0)
+        p = 0 if passes is None else passes.get(name, 0)
         if s >= 0.005 or p:
-            print(f"    {name:26s} {s:7.2f} s  {100 * s / total:5.1f}%  passes {p}")
-    print(f"    {'passes in all':26s} {sum(passes.values())}")
+            tail = "" if passes is None else f"  passes {p}"
+            print(f"    {name:26s} {s:7.2f} s  {100 * s / total:5.1f}%{tail}")
+    if passes is not None:
+        print(f"    {'passes in all':26s} {sum(passes.values())}")

@@ -72,7 +72,7 @@ def _phases(X, args):
             with process_cluster() as client:
                 t, seconds, _, model = _phase_runs(scattered(client, X), k, args.repeats)
             print_phases(f"Dask (2 worker processes), {label} (k = {model.n_clusters_})", t,
-                         seconds, {})
+                         seconds)
             print(f"    per record: {1e9 * t / n:.0f} ns")
 
 
