@@ -11,6 +11,7 @@ from sklearn.datasets import make_blobs
 from privclust import CoresetKMeans, DPCube
 from privclust.cluster._shifted_tree import RETRY_ITEM, ShiftedGrid, grow
 from privclust.engine import LocalEngine
+from privclust.engine.local import LocalGrouping
 from privclust.privacy import Budget, Mechanisms, PrivacyPlan, PrivacyReport, resolve_random_state
 
 
@@ -86,3 +87,32 @@ def test_no_estimator_imports_another_s_tree():
             if isinstance(node, ast.ImportFrom) and node.module:
                 last = node.module.split(".")[-1]
                 assert not (last in estimators and last != path.stem), (path.name, node.module)
+
+
+@pytest.mark.parametrize("n_groups,b", [(3, 2), (40, 3), (5000, 10)])
+def test_split_cells_counts_few_cells_without_sorting_the_records(n_groups, b, monkeypatch):
+    """A level over few cells (at most 2 slots of (parent, bits) per record) is counted into a
+    table, in linear time: no sort of the records' keys; the children, their parents, bits,
+    counts, labels and first records equal np.unique's (a wider level still sorts)."""
+    rng = np.random.default_rng(4)
+    n = 4000
+    X = rng.uniform(0.0, 1.0, (n, b))
+    group = rng.integers(-1, n_groups, n).astype(np.int32)
+    engine = LocalEngine(X, np.tile([0.0, 1.0], (b, 1)))
+    origin, width = np.zeros(b), np.full(b, 0.125)
+    inside = np.flatnonzero(group >= 0)
+    bits = (np.floor(X[inside] / width).astype(np.int64) & 1) @ (1 << np.arange(b))
+    keys = (group[inside].astype(np.int64) << b) | bits
+    ukeys, first, inverse, counts = np.unique(keys, return_index=True, return_inverse=True,
+                                              return_counts=True)
+    dense = (n_groups << b) <= 2 * inside.size
+    if dense:
+        monkeypatch.setattr(np, "argsort", lambda *a, **k: pytest.fail("sorted the records"))
+    children, parent, cbits, ccounts = engine.split_cells(
+        LocalGrouping(group, n_groups), origin, width, np.arange(b))
+    np.testing.assert_array_equal(parent, ukeys >> b)
+    np.testing.assert_array_equal(cbits, ukeys & ((1 << b) - 1))
+    np.testing.assert_array_equal(ccounts, counts)
+    np.testing.assert_array_equal(children.group[inside], inverse)
+    assert (children.group[group < 0] == -1).all()
+    np.testing.assert_array_equal(children.first, inside[first])

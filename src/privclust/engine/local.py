@@ -46,6 +46,9 @@ from .base import AssignmentStats, Engine, Grouping, MostLikelyComponent, Neares
 __all__ = ["LocalEngine", "LocalGrouping"]
 
 _CHUNK_ELEMENTS = 1 << 18  # (row, dimension) cells per chunk: small temporaries, still fast
+#: split_cells counts its keys into a table (no sort) while the table has at most this many
+#: slots per record (measured on 4,000,000 keys over 1,016 slots: 20 ms against 550 ms)
+_DENSE_KEYS = 2
 assert _CHUNK_ELEMENTS <= MAX_CHUNK_VALUES  # chunk sums of grid units stay exact in float64
 
 
@@ -422,7 +425,8 @@ class LocalEngine(Engine):
         inside = np.flatnonzero(g >= 0)
         parent = g[inside].astype(np.int64)
         if grouping.n_groups <= (1 << (62 - b)):  # one int64 key per record
-            ukeys, first, inverse, counts = self._unique_keys((parent << b) | bits[inside])
+            ukeys, first, inverse, counts = self._unique_keys((parent << b) | bits[inside],
+                                                              grouping.n_groups << b)
             uparent, ubits = ukeys >> b, ukeys & ((1 << b) - 1)
         else:  # keys would overflow: sort (parent, bits) pairs
             pb = bits[inside]
@@ -442,10 +446,20 @@ class LocalEngine(Engine):
                 ubits.astype(np.int64), counts.astype(np.int64))
 
     @staticmethod
-    def _unique_keys(keys):
-        """``np.unique(keys, return_index=True, return_inverse=True, return_counts=True)`` from
-        an unstable argsort (several times faster than the stable one of ``np.unique``); the
-        first index of a key is the least record index of its run."""
+    def _unique_keys(keys, total):
+        """``np.unique(keys, return_index=True, return_inverse=True, return_counts=True)`` of
+        keys in ``[0, total)``: counted into a table of ``total`` slots when that is at most
+        ``_DENSE_KEYS`` per key (linear time: the tree's levels over few cells), else from an
+        unstable argsort (several times faster than the stable one of ``np.unique``); the first
+        index of a key is the least record index holding it."""
+        if total <= _DENSE_KEYS * keys.size + (1 << 16):
+            acc = np.bincount(keys, minlength=total)
+            ukeys = np.flatnonzero(acc)
+            rank = np.zeros(total, dtype=np.int64)
+            rank[ukeys] = np.arange(ukeys.size)
+            first = np.full(total, keys.size, dtype=np.int64)
+            np.minimum.at(first, keys, np.arange(keys.size))
+            return ukeys, first[ukeys], rank[keys], acc[ukeys]
         order = np.argsort(keys)
         ks = keys[order]
         new = np.ones(ks.size, dtype=bool)

@@ -12,6 +12,9 @@ rounded to a public grid and added as integers), so no value depends on the chun
 * :func:`nearest_labels`, :func:`corrected_labels`: every record's cluster (on the Dask engine,
   :class:`ChunkLabels` left on the workers, beside their chunks) and, for the Lloyd steps, its
   corrected distance (one value per record, brought to the client for the private quantile);
+  the nearest of many anchors in 2 coordinates (the coreset step) from a public grid of
+  buckets, each listing the few anchors that can be nearest to a point of it
+  (:func:`anchor_buckets`, :func:`nearest_anchors`);
 * :func:`ball_totals`: the exact sizes and centred sums of the clusters' balls;
 * :func:`distances_from`: every record's distance from a public point (for a private quantile);
 * :func:`distance_counts`, :func:`corrected_counts`: the same distances counted into the cells
@@ -32,12 +35,24 @@ from ..._geometry import nearest_centres
 from ...engine.local import LocalEngine, LocalGrouping
 from .select import SCORE_UNITS, poisson_sample, silhouette_sums
 
-__all__ = ["ChunkLabels", "ball_totals", "corrected_labels", "corrected_nearest",
-           "corrected_counts", "distance_counts", "distances_from", "grid_counts",
-           "is_dask_engine", "nearest_labels", "outside", "projected_engine",
-           "sample_scores"]
+__all__ = ["AnchorBuckets", "ChunkLabels", "anchor_buckets", "ball_totals", "corrected_labels",
+           "corrected_nearest", "corrected_counts", "distance_counts", "distances_from",
+           "grid_counts", "is_dask_engine", "nearest_anchors", "nearest_labels", "outside",
+           "projected_engine", "sample_scores"]
 
 _ROWS = 1 << 16
+#: The coreset step's labels (the nearest of many anchors) in at most this many coordinates
+#: come from a public grid of buckets over the bounds (:func:`anchor_buckets`): each record
+#: measures its distance to the few anchors that can be nearest to a point of its bucket, not
+#: to all of them (measured on 4,000,000 x 2, 565 anchors: 3.6 s -> 0.3 s).
+BUCKET_DIMS = 2
+#: ... with at least this many anchors (fewer: :func:`~privclust._geometry.nearest_centres`);
+#: the buckets' candidates are found on a grid of ``_COARSE`` buckets along each coordinate,
+#: then on grids twice as fine until one has ``_FINE`` per anchor (at most ``_MAX_BUCKETS``).
+BUCKET_MIN_ANCHORS = 32
+_COARSE = 4
+_FINE = 32
+_MAX_BUCKETS = 1 << 18
 #: State entries of a bit generator that a draw of doubles leaves alone (a buffered 32-bit
 #: half): kept when the client's generator is moved ahead instead of drawing.
 _BUFFERED = ("has_uint32", "uinteger")
@@ -63,12 +78,14 @@ class ChunkLabels:
 def outside(X, group, anchors, radius) -> np.ndarray:
     """Records whose distance from their cluster's anchor exceeds its radius (chunked)."""
     far = np.zeros(group.size, dtype=bool)
-    rows = np.flatnonzero(group >= 0)
-    for start in range(0, rows.size, _ROWS):
-        r = rows[start:start + _ROWS]
+    every = bool((group >= 0).all())  # the usual case: slices, no gather of the rows
+    rows = None if every else np.flatnonzero(group >= 0)
+    r2 = radius ** 2
+    for start in range(0, group.size if every else rows.size, _ROWS):
+        r = slice(start, start + _ROWS) if every else rows[start:start + _ROWS]
         g = group[r]
         diff = np.asarray(X[r], dtype=np.float64) - anchors[g]
-        far[r] = np.einsum("ij,ij->i", diff, diff) > radius[g] ** 2
+        far[r] = np.einsum("ij,ij->i", diff, diff) > r2[g]
     return far
 
 
@@ -90,6 +107,121 @@ def corrected_nearest(X, centres, offset):
         best = np.einsum("ij,ij->i", diff, diff) - offset[labels[start:start + x.shape[0]]]
         dist[start:start + x.shape[0]] = np.sqrt(np.maximum(best, 0.0))
     return labels, dist
+
+
+class AnchorBuckets:
+    """A public grid of ``G^p`` buckets over ``bounds`` and, for each bucket, the anchors that
+    can be nearest to a point of it (:func:`anchor_buckets`): ``table`` (buckets, C) int32,
+    each row its candidates in increasing order, padded with its last; ``size`` the number of
+    candidates of each bucket."""
+
+    def __init__(self, anchors, lo, width, G, table, size):
+        self.anchors, self.lo, self.width, self.G = anchors, lo, width, G
+        self.table, self.size = table, size
+
+
+def _bucket_table(A, lo, width, G, parent, f):
+    """Candidates of every bucket of the grid of ``G^p`` buckets (row-major), each bucket
+    checking the candidates of its parent, the bucket of the grid ``f`` times coarser that
+    holds it (``parent``: ``(table, size)`` of that grid; None: every anchor), as flat
+    (bucket, anchor) pairs. Returns ``(table, size)``."""
+    m, p = A.shape
+    cells = np.indices((G,) * p).reshape(p, -1).T
+    if parent is None:
+        bucket = np.repeat(np.arange(cells.shape[0]), m)
+        anchor = np.tile(np.arange(m), cells.shape[0])
+    else:
+        table, size = parent
+        up = np.ravel_multi_index(tuple((cells // f).T), (G // f,) * p)
+        bucket = np.repeat(np.arange(cells.shape[0]), size[up])
+        anchor = table[up][np.arange(table.shape[1]) < size[up][:, None]]
+    pad = 1e-9 * width
+    near = np.zeros(bucket.size)
+    far = np.zeros(bucket.size)
+    for i in range(p):
+        a = A[anchor, i]
+        blo = lo[i] + cells[bucket, i] * width[i] - pad[i]
+        bhi = blo + width[i] + 2 * pad[i]
+        near += np.square(np.maximum(np.maximum(blo - a, a - bhi), 0.0))
+        far += np.square(np.maximum(np.abs(a - blo), np.abs(a - bhi)))
+    starts = np.flatnonzero(np.r_[True, bucket[1:] != bucket[:-1]])
+    reach = np.minimum.reduceat(far, starts)  # every bucket has a candidate
+    keep = near <= reach[bucket] * (1.0 + 1e-6)
+    bucket, anchor = bucket[keep], anchor[keep]
+    size = np.bincount(bucket, minlength=cells.shape[0])
+    table = np.empty((cells.shape[0], int(size.max())), dtype=np.int32)
+    first = np.cumsum(size) - size
+    table[bucket, np.arange(bucket.size) - first[bucket]] = anchor  # increasing per bucket
+    last = table[np.arange(table.shape[0]), size - 1]
+    fill = np.arange(table.shape[1]) >= size[:, None]
+    table[fill] = np.broadcast_to(last[:, None], table.shape)[fill]
+    return table, size
+
+
+def anchor_buckets(anchors, bounds) -> AnchorBuckets | None:
+    """The buckets of :func:`nearest_anchors` for ``anchors`` (m, p) in the public ``bounds``
+    (p, 2) (records lie inside them), or None (over ``BUCKET_DIMS`` coordinates or under
+    ``BUCKET_MIN_ANCHORS`` anchors: the product of
+    :func:`~privclust._geometry.nearest_centres` is cheaper). Public values only. Anchor ``j``
+    is a candidate of a bucket when its least distance from the bucket (a box, widened by
+    ``1e-9`` of its width so that a record's rounded bucket still holds it) is at most the
+    least, over the anchors, of the greatest distance from the bucket (with a relative margin
+    of ``1e-6``): every other anchor is farther from every point of the bucket than one of
+    the candidates, by far more than the rounding of a distance. Built coarse to fine (a
+    bucket's candidates are among those of the bucket that holds it)."""
+    A = np.asarray(anchors, dtype=np.float64)
+    m, p = A.shape
+    if p > BUCKET_DIMS or m < BUCKET_MIN_ANCHORS:
+        return None
+    lo, hi = (np.asarray(bounds, dtype=np.float64)[:, i] for i in (0, 1))
+    G, found = _COARSE, None
+    while True:  # each grid twice as fine as the last along every coordinate
+        width = np.where(hi > lo, (hi - lo) / G, 1.0)
+        found = _bucket_table(A, lo, width, G, found, 2)
+        if G**p >= min(_FINE * m, _MAX_BUCKETS // 2**p):
+            return AnchorBuckets(A, lo, width, G, *found)
+        G *= 2
+
+
+def nearest_anchors(X, buckets: AnchorBuckets) -> np.ndarray:
+    """Index of the nearest anchor of every record (ties to the lower index), from its
+    bucket's candidates (:func:`anchor_buckets`). Per-record arithmetic: a record's bucket,
+    candidates and squared distances (``sum_i (x_i - a_i)^2`` in float64, coordinate by
+    coordinate) depend on that record and public values only."""
+    A, lo, width, G, table = (buckets.anchors, buckets.lo, buckets.width, buckets.G,
+                              buckets.table)
+    n, p = X.shape
+    out = np.empty(n, dtype=np.int64)
+    cols = [np.ascontiguousarray(A[:, i]) for i in range(p)]
+    for start in range(0, n, _ROWS):
+        x = np.asarray(X[start:start + _ROWS], dtype=np.float64)
+        b = np.zeros(x.shape[0], dtype=np.int64)
+        for i in range(p):
+            c = np.floor((x[:, i] - lo[i]) / width[i])
+            b = b * G + np.clip(c, 0, G - 1).astype(np.int64)
+        size = buckets.size[b]
+        cand = table[b]
+        best = np.full(x.shape[0], np.inf)
+        label = np.zeros(x.shape[0], dtype=np.int64)
+        for j in range(table.shape[1]):  # candidate slots: a few, each over all the rows
+            rows = np.flatnonzero(size > j) if j else slice(None)
+            c = cand[rows, j]
+            d2 = np.square(x[rows, 0] - cols[0][c])
+            for i in range(1, p):
+                d2 += np.square(x[rows, i] - cols[i][c])
+            better = d2 < best[rows]  # strict: ties keep the lower index
+            if j:
+                rows = rows[better]
+            else:
+                rows = np.flatnonzero(better)
+            best[rows] = d2[better]
+            label[rows] = c[better]
+        out[start:start + x.shape[0]] = label
+    return out
+
+
+def _nearest(X, centres, buckets=None) -> np.ndarray:
+    return nearest_centres(X, centres) if buckets is None else nearest_anchors(X, buckets)
 
 
 def _distances(X, point) -> np.ndarray:
@@ -167,13 +299,17 @@ def projected_engine(engine, space):
 
 def nearest_labels(engine, centres):
     """Every record's nearest centre: an (n,) array in memory, :class:`ChunkLabels` (computed
-    with the query that reads them) on the Dask engine."""
+    with the query that reads them) on the Dask engine. Many centres in few coordinates (the
+    coreset step): from public buckets (:func:`anchor_buckets`, :func:`nearest_anchors`)."""
     centres = np.asarray(centres, dtype=float)
+    buckets = anchor_buckets(centres, engine.bounds)
     if not is_dask_engine(engine):
-        return nearest_centres(engine.X, centres)
+        return _nearest(engine.X, centres, buckets)
     from dask import delayed
 
-    return ChunkLabels([delayed(nearest_centres)(x, centres) for x in engine._xblocks])
+    if buckets is not None:
+        buckets = engine._client.scatter(buckets, broadcast=True)
+    return ChunkLabels([delayed(_nearest)(x, centres, buckets) for x in engine._xblocks])
 
 
 def corrected_labels(engine, centres, offset):
