@@ -35,6 +35,7 @@ READERS = [
     ("privclust.engine.local.LocalEngine", "exact_centred_sums"),
     ("privclust.cluster._coreset.data", "nearest_centres"),
     ("privclust.cluster._coreset.data", "nearest_anchors"),
+    ("privclust.cluster._coreset.data", "nearest_in_tree"),
     ("privclust.cluster._coreset.data", "outside"),
     ("privclust.cluster._coreset.data", "corrected_nearest"),
     ("privclust.cluster._coreset.data", "_distances"),

@@ -58,3 +58,43 @@ def test_the_coreset_step_labels_many_anchors_from_buckets(monkeypatch):
     np.testing.assert_array_equal(nearest_labels(engine, _anchors(500, 4)), want)
     assert anchor_buckets(_anchors(20, 5), BOUNDS) is None
     assert anchor_buckets(np.zeros((500, 3)), np.tile([-1.0, 1.0], (3, 1))) is None
+
+
+def _spread(n, d, seed):
+    """A mixture of 8 clusters in d coordinates."""
+    rng = np.random.default_rng(seed)
+    centres = rng.uniform(-20, 20, (8, d))
+    return centres[rng.integers(0, 8, n)] + rng.normal(0, 3, (n, d))
+
+
+@pytest.mark.parametrize("d", [3, 5, 10, 20, 60])
+def test_tree_labels_are_the_products_labels(d):
+    """nearest_in_tree equals nearest_centres label for label, float32 and float64 records,
+    with exact ties: copies of anchors (the lower index), records on anchors, records and
+    anchors on a lattice (equal distances to several anchors)."""
+    rng = np.random.default_rng(d)
+    A = _spread(1500, d, d)
+    A = np.vstack([A, A[:40], np.round(A[40:80]), np.round(A[80:120]) + 0.5])
+    X = _spread(12000, d, d + 100)
+    X[:500] = A[rng.integers(0, A.shape[0], 500)]
+    X[500:1500] = np.round(X[500:1500] * 2) / 2
+    tree = data.AnchorTree(A)
+    for Y in (X, X.astype(np.float32)):
+        labels = data.nearest_in_tree(Y, tree)
+        np.testing.assert_array_equal(labels, nearest_centres(Y, A))
+    assert not np.isin(labels, np.arange(A.shape[0] - 120, A.shape[0] - 80)).any()  # copies
+    np.testing.assert_array_equal(data.nearest_in_tree(X[:700], tree), labels[:700])
+
+
+def test_the_coreset_step_labels_many_anchors_from_a_tree(monkeypatch):
+    """nearest_labels of many anchors in 3 to TREE_MAX_DIMS coordinates reads no (records x
+    anchors) product (no near tie here); more coordinates or few anchors still do."""
+    X = _spread(20000, 5, 1)
+    A = _spread(data.TREE_MIN_ANCHORS + 10, 5, 2)
+    engine = LocalEngine(X, np.tile([-40.0, 40.0], (5, 1)))
+    want = nearest_centres(X, A)
+    monkeypatch.setattr(data, "nearest_centres", lambda *a, **k: pytest.fail("product"))
+    np.testing.assert_array_equal(nearest_labels(engine, A), want)
+    assert data.anchor_tree(A[:data.TREE_MIN_ANCHORS - 1]) is None
+    assert data.anchor_tree(_spread(2000, data.TREE_MAX_DIMS + 1, 3)) is None
+    assert data.anchor_tree(_spread(2000, 2, 3)) is None

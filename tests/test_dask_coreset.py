@@ -173,3 +173,24 @@ def test_command_line_default_on_the_dask_engine(client, tmp_path):
     assert type(d).__name__ == type(n).__name__ == "CoresetKMeans"
     np.testing.assert_array_equal(d.cluster_centers_, n.cluster_centers_)
     np.testing.assert_array_equal(d.cluster_sizes_, n.cluster_sizes_)
+
+
+@pytest.mark.parametrize("chunking", list(CHUNKINGS))
+def test_tree_labels_per_chunk_equal_the_numpy_engine(client, chunking):
+    """The coreset step's labels from a k-d tree (3 to TREE_MAX_DIMS coordinates, many
+    anchors), sent to the workers and read per chunk: the in-memory labels (the product's)."""
+    import dask
+
+    from privclust.engine import LocalEngine
+    from privclust.engine.dask import DaskEngine
+
+    X = _mixture(3000, 4, 5, 6)
+    X[:50] = np.round(X[:50])
+    A = _mixture(coreset_data.TREE_MIN_ANCHORS + 100, 4, 5, 7)
+    A[:60] = np.round(A[:60])
+    bounds = np.tile([-10.0, 10.0], (4, 1))
+    Xd = da.from_array(X, chunks=(CHUNKINGS[chunking](X.shape[0]), 4))
+    want = coreset_data.nearest_labels(LocalEngine(X, bounds), A)
+    blocks = coreset_data.nearest_labels(DaskEngine(Xd, bounds), A).blocks
+    got = np.concatenate(dask.compute(*blocks))
+    np.testing.assert_array_equal(got, want)

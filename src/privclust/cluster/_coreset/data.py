@@ -14,7 +14,9 @@ rounded to a public grid and added as integers), so no value depends on the chun
   corrected distance (one value per record, brought to the client for the private quantile);
   the nearest of many anchors in 2 coordinates (the coreset step) from a public grid of
   buckets, each listing the few anchors that can be nearest to a point of it
-  (:func:`anchor_buckets`, :func:`nearest_anchors`);
+  (:func:`anchor_buckets`, :func:`nearest_anchors`), in 3 to ``TREE_MAX_DIMS`` coordinates
+  from a k-d tree over the anchors, certified against the product (:func:`anchor_tree`,
+  :func:`nearest_in_tree`);
 * :func:`ball_totals`: the exact sizes and centred sums of the clusters' balls;
 * :func:`distances_from`: every record's distance from a public point (for a private quantile);
 * :func:`distance_counts`, :func:`corrected_counts`: the same distances counted into the cells
@@ -30,14 +32,16 @@ from __future__ import annotations
 import copy
 
 import numpy as np
+from scipy.spatial import cKDTree
 
 from ..._geometry import nearest_centres
 from ...engine.local import LocalEngine, LocalGrouping
 from .select import SCORE_UNITS, poisson_sample, silhouette_sums
 
-__all__ = ["AnchorBuckets", "ChunkLabels", "anchor_buckets", "ball_totals", "corrected_labels",
-           "corrected_nearest", "corrected_counts", "distance_counts", "distances_from",
-           "grid_counts", "is_dask_engine", "nearest_anchors", "nearest_labels", "outside",
+__all__ = ["AnchorBuckets", "AnchorTree", "ChunkLabels", "anchor_buckets", "anchor_tree",
+           "ball_totals", "corrected_labels", "corrected_nearest", "corrected_counts",
+           "distance_counts", "distances_from", "grid_counts", "is_dask_engine",
+           "nearest_anchors", "nearest_in_tree", "nearest_labels", "outside",
            "projected_engine", "sample_scores"]
 
 _ROWS = 1 << 16
@@ -53,6 +57,14 @@ BUCKET_MIN_ANCHORS = 32
 _COARSE = 4
 _FINE = 32
 _MAX_BUCKETS = 1 << 18
+#: In more than ``BUCKET_DIMS`` and at most this many coordinates, with at least
+#: ``TREE_MIN_ANCHORS`` anchors, the coreset step's labels come from a k-d tree over the
+#: anchors (:func:`anchor_tree`, :func:`nearest_in_tree`); in more coordinates a tree visits
+#: most of its leaves and the product of :func:`~privclust._geometry.nearest_centres` is
+#: cheaper.
+TREE_MAX_DIMS = 10
+TREE_MIN_ANCHORS = 1024
+_LEAF = 128
 #: State entries of a bit generator that a draw of doubles leaves alone (a buffered 32-bit
 #: half): kept when the client's generator is moved ahead instead of drawing.
 _BUFFERED = ("has_uint32", "uinteger")
@@ -220,8 +232,71 @@ def nearest_anchors(X, buckets: AnchorBuckets) -> np.ndarray:
     return out
 
 
-def _nearest(X, centres, buckets=None) -> np.ndarray:
-    return nearest_centres(X, centres) if buckets is None else nearest_anchors(X, buckets)
+class AnchorTree:
+    """A k-d tree over the anchors (public) for :func:`nearest_in_tree`: ``anchors`` (m, p),
+    ``shift`` their mean and ``reach`` the greatest distance of an anchor from it (as
+    :func:`~privclust._geometry.nearest_centres` shifts them), ``tree`` the
+    :class:`scipy.spatial.cKDTree`."""
+
+    def __init__(self, anchors):
+        self.anchors = np.asarray(anchors, dtype=np.float64)
+        self.shift = self.anchors.mean(axis=0)
+        Cs = self.anchors - self.shift
+        self.reach = float(np.sqrt(np.einsum("ij,ij->i", Cs, Cs).max()))
+        self.tree = cKDTree(self.anchors, leafsize=_LEAF, balanced_tree=False)
+
+
+def anchor_tree(anchors) -> AnchorTree | None:
+    """The tree of :func:`nearest_in_tree` for ``anchors`` (m, p), or None (outside ``3 <= p <=
+    TREE_MAX_DIMS`` or under ``TREE_MIN_ANCHORS`` anchors: buckets or the product are
+    cheaper). Public values only."""
+    A = np.asarray(anchors, dtype=np.float64)
+    m, p = A.shape
+    if not BUCKET_DIMS < p <= TREE_MAX_DIMS or m < TREE_MIN_ANCHORS:
+        return None
+    return AnchorTree(A)
+
+
+def nearest_in_tree(X, tree: AnchorTree) -> np.ndarray:
+    """Index of the nearest anchor of every record: exactly the label of
+    :func:`~privclust._geometry.nearest_centres` (its product's rounding and its ties to the
+    lower index included). Per-record arithmetic: a record's label depends on that record
+    and the public anchors only (not on the other records, their number or the chunking).
+
+    The tree gives each record its two nearest anchors, at ``t1 <= t2``. The product's
+    score of anchor ``j`` is ``||x - c_j||^2 - ||x - s||^2`` (``s`` the anchors' mean) up to
+    at most ``(p + 5) u (r + R)^2`` (``u`` the unit roundoff, ``r = ||x - s||``, ``R`` the
+    anchors' ``reach``: the dot product's, the shift's and the sum's roundings), and the
+    tree's squared distances are within ``(p + 3) u t^2 <= (p + 3) u (r + R)^2`` of the
+    exact ones (an anchor the tree's pruning could miss is no nearer than ``t2`` less that
+    rounding). When ``t2^2 - t1^2`` exceeds ``8 (p + 8) eps (r + R)^2`` (``eps = 2u``: four
+    times the sum of those bounds) the product's argmin is the tree's nearest anchor; the
+    other records (near ties, copies of an anchor: a few per million) take
+    :func:`~privclust._geometry.nearest_centres` itself, whose label of a record does not
+    depend on the rows beside it."""
+    A, shift, reach = tree.anchors, tree.shift, tree.reach
+    n, p = X.shape
+    out = np.empty(n, dtype=np.int64)
+    scale = 8.0 * (p + 8) * np.finfo(np.float64).eps
+    for start in range(0, n, _ROWS):
+        x = np.asarray(X[start:start + _ROWS], dtype=np.float64)
+        dist, idx = tree.tree.query(x, k=2)
+        xs = x - shift
+        margin = scale * np.square(np.sqrt(np.einsum("ij,ij->i", xs, xs)) + reach)
+        label = idx[:, 0].astype(np.int64)
+        unsure = np.flatnonzero(~(np.square(dist[:, 1]) - np.square(dist[:, 0]) > margin))
+        if unsure.size:
+            label[unsure] = nearest_centres(x[unsure], A)
+        out[start:start + x.shape[0]] = label
+    return out
+
+
+def _nearest(X, centres, index=None) -> np.ndarray:
+    if index is None:
+        return nearest_centres(X, centres)
+    if isinstance(index, AnchorTree):
+        return nearest_in_tree(X, index)
+    return nearest_anchors(X, index)
 
 
 def _distances(X, point) -> np.ndarray:
@@ -300,16 +375,20 @@ def projected_engine(engine, space):
 def nearest_labels(engine, centres):
     """Every record's nearest centre: an (n,) array in memory, :class:`ChunkLabels` (computed
     with the query that reads them) on the Dask engine. Many centres in few coordinates (the
-    coreset step): from public buckets (:func:`anchor_buckets`, :func:`nearest_anchors`)."""
+    coreset step): from public buckets in 2 coordinates (:func:`anchor_buckets`,
+    :func:`nearest_anchors`), from a k-d tree in 3 to ``TREE_MAX_DIMS``
+    (:func:`anchor_tree`, :func:`nearest_in_tree`), the same labels as the product's."""
     centres = np.asarray(centres, dtype=float)
-    buckets = anchor_buckets(centres, engine.bounds)
+    index = anchor_buckets(centres, engine.bounds)
+    if index is None:
+        index = anchor_tree(centres)
     if not is_dask_engine(engine):
-        return _nearest(engine.X, centres, buckets)
+        return _nearest(engine.X, centres, index)
     from dask import delayed
 
-    if buckets is not None:
-        buckets = engine._client.scatter(buckets, broadcast=True)
-    return ChunkLabels([delayed(_nearest)(x, centres, buckets) for x in engine._xblocks])
+    if index is not None:
+        index = engine._client.scatter(index, broadcast=True)
+    return ChunkLabels([delayed(_nearest)(x, centres, index) for x in engine._xblocks])
 
 
 def corrected_labels(engine, centres, offset):
