@@ -191,6 +191,7 @@ def test_tree_labels_per_chunk_equal_the_numpy_engine(client, chunking):
     bounds = np.tile([-10.0, 10.0], (4, 1))
     Xd = da.from_array(X, chunks=(CHUNKINGS[chunking](X.shape[0]), 4))
     want = coreset_data.nearest_labels(LocalEngine(X, bounds), A)
-    blocks = coreset_data.nearest_labels(DaskEngine(Xd, bounds), A).blocks
+    engine = DaskEngine(Xd, bounds)  # held: its records live on the workers while it does
+    blocks = coreset_data.nearest_labels(engine, A).blocks
     got = np.concatenate(dask.compute(*blocks))
     np.testing.assert_array_equal(got, want)
