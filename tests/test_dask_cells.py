@@ -10,16 +10,11 @@ import pytest
 da = pytest.importorskip("dask.array")
 pytest.importorskip("distributed")
 
+from tests._dask_cases import CHUNKINGS  # noqa: E402
+
 from privclust.cluster._shifted_tree import CellWalk, ShiftedGrid  # noqa: E402
 from privclust.engine import LocalEngine  # noqa: E402
 from privclust.engine.dask import DaskEngine  # noqa: E402
-
-CHUNKINGS = {
-    "one": lambda n: (n,),
-    "uneven": lambda n: (7, n // 2 - 7, n - n // 2),
-    "one-row": lambda n: (1, n - 1),
-    "empty": lambda n: (5, 0, n - 5),
-}
 
 
 def _records(n=3000, d=3, seed=0):

@@ -13,15 +13,11 @@ import pytest
 da = pytest.importorskip("dask.array")
 pytest.importorskip("distributed")
 
+from tests._dask_cases import CHUNKINGS, cluster_on_both_engines  # noqa: E402
+
 from privclust import CoresetKMeans  # noqa: E402
 from privclust.cluster._coreset import data as coreset_data  # noqa: E402
 
-CHUNKINGS = {
-    "one": lambda n: (n,),
-    "uneven": lambda n: (7, n // 2 - 7, n - n // 2),
-    "one-row": lambda n: (1, n - 1),
-    "empty": lambda n: (5, 0, n - 5),
-}
 FITTED = ("cluster_centers_", "cluster_sizes_", "n_clusters_", "labels_", "candidate_ks_",
           "coreset_", "coreset_weights_", "coreset_spread_", "n_hat_", "delta_", "bounds_")
 
@@ -152,23 +148,17 @@ def test_no_records_come_to_the_client(client, monkeypatch):
 def test_command_line_default_on_the_dask_engine(client, tmp_path):
     """``privclust cluster --engine dask`` without ``--algorithm`` runs CoresetKMeans, as the
     NumPy engine does: the same model from a Parquet folder as from the array in memory."""
-    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pandas")
     pytest.importorskip("pyarrow")
-    from privclust import cli, io
+    from privclust import io
 
     X = _mixture(3000, 2, 4, 1)
-    folder = tmp_path / "data.parquet"
-    folder.mkdir()
-    for i, part in enumerate(np.array_split(X, 3)):
-        pd.DataFrame(part, columns=["a", "b"]).to_parquet(folder / f"part{i}.parquet")
-    np.save(tmp_path / "X.npy", X)
     common = ["--epsilon", "2", "--bounds=-9,9", "--seed", "4"]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        assert cli.main(["cluster", str(folder), *common, "--engine", "dask", "--scheduler",
-                         client.scheduler.address, "--out", str(tmp_path / "d.json")]) == 0
-        assert cli.main(["cluster", str(tmp_path / "X.npy"), *common,
-                         "--out", str(tmp_path / "n.json")]) == 0
+        on_dask, in_memory = cluster_on_both_engines(client, tmp_path, X, common)
+    assert on_dask == 0
+    assert in_memory == 0
     d, n = io.load_model(tmp_path / "d.json"), io.load_model(tmp_path / "n.json")
     assert type(d).__name__ == type(n).__name__ == "CoresetKMeans"
     np.testing.assert_array_equal(d.cluster_centers_, n.cluster_centers_)

@@ -20,6 +20,7 @@ pytest.importorskip("distributed")
 
 from sklearn.base import clone  # noqa: E402
 from sklearn.datasets import make_blobs  # noqa: E402
+from tests._dask_cases import CHUNKINGS, cluster_on_both_engines, parquet_folder  # noqa: E402,E501
 
 import privclust.engine._dask_tasks as dask_tasks  # noqa: E402
 import privclust.engine.dask as dask_engine  # noqa: E402
@@ -32,13 +33,6 @@ from privclust import (  # noqa: E402
 )
 from privclust.engine import LocalEngine, MostLikelyComponent  # noqa: E402
 from privclust.engine.dask import DaskData, DaskEngine, as_dask_data  # noqa: E402
-
-CHUNKINGS = {
-    "one": lambda n: (n,),
-    "uneven": lambda n: (7, n // 2 - 7, n - n // 2),
-    "one-row": lambda n: (1, n - 1),
-    "empty": lambda n: (5, 0, n - 5),
-}
 
 
 @pytest.fixture
@@ -314,9 +308,7 @@ def test_parquet_and_dataframe_input(client, tmp_path):
     dd = pytest.importorskip("dask.dataframe")
     X = _blobs(1500)
     folder = tmp_path / "data"
-    folder.mkdir()
-    for i, part in enumerate(np.array_split(X, 3)):
-        pd.DataFrame(part, columns=["a", "b"]).to_parquet(folder / f"part{i}.parquet")
+    parquet_folder(X, folder)
     est = ESTIMATORS["DPM"]()
     ref = clone(est).fit(X)
     for source in (str(folder), folder / "part0.parquet"):
@@ -362,22 +354,16 @@ def test_core_import_needs_no_dask():
 def test_command_line_on_a_parquet_folder(client, tmp_path, capsys):
     """``privclust cluster DIR --engine dask --scheduler ADDRESS`` on a Parquet folder gives
     the same model as the NumPy engine on the same records (same seed)."""
-    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pandas")
     pytest.importorskip("pyarrow")
     from privclust import cli, io
 
     X = _blobs(3000, 2)
-    folder = tmp_path / "data.parquet"
-    folder.mkdir()
-    for i, part in enumerate(np.array_split(X, 3)):
-        pd.DataFrame(part, columns=["a", "b"]).to_parquet(folder / f"part{i}.parquet")
-    np.save(tmp_path / "X.npy", X)
     common = ["--algorithm", "lloyd", "--n-clusters", "3", "--epsilon", "1", "--bounds", "-12",
               "12", "--seed", "4"]
-    assert cli.main(["cluster", str(folder), *common, "--engine", "dask", "--scheduler",
-                     client.scheduler.address, "--out", str(tmp_path / "d.json")]) == 0
-    assert cli.main(["cluster", str(tmp_path / "X.npy"), *common,
-                     "--out", str(tmp_path / "n.json")]) == 0
+    on_dask, in_memory = cluster_on_both_engines(client, tmp_path, X, common)
+    assert on_dask == 0
+    assert in_memory == 0
     d, n = io.load_model(tmp_path / "d.json"), io.load_model(tmp_path / "n.json")
     np.testing.assert_array_equal(d.cluster_centers_, n.cluster_centers_)  # exact sums
     assert "3,000 points x 2 feature(s)" in capsys.readouterr().out
@@ -491,24 +477,18 @@ def test_private_clipper_on_dask_input(client):
 
 def test_command_line_private_bounds_on_a_parquet_folder(client, tmp_path):
     """``--bounds private --engine dask`` on Parquet: the NumPy engine's bounds and model."""
-    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pandas")
     pytest.importorskip("pyarrow")
-    from privclust import cli, io
+    from privclust import io
 
     X = _bounds_data(3000)
-    folder = tmp_path / "data.parquet"
-    folder.mkdir()
-    for i, part in enumerate(np.array_split(X, 3)):
-        pd.DataFrame(part, columns=["a", "b", "c"]).to_parquet(folder / f"part{i}.parquet")
-    np.save(tmp_path / "X.npy", X)
     common = ["--algorithm", "lloyd", "--n-clusters", "4", "--epsilon", "2", "--bounds",
               "private", "--seed", "4"]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        assert cli.main(["cluster", str(folder), *common, "--engine", "dask", "--scheduler",
-                         client.scheduler.address, "--out", str(tmp_path / "d.json")]) == 0
-        assert cli.main(["cluster", str(tmp_path / "X.npy"), *common,
-                         "--out", str(tmp_path / "n.json")]) == 0
+        on_dask, in_memory = cluster_on_both_engines(client, tmp_path, X, common)
+    assert on_dask == 0
+    assert in_memory == 0
     d, n = io.load_model(tmp_path / "d.json"), io.load_model(tmp_path / "n.json")
     _same(d.bounds_, n.bounds_)
     _same(d.cluster_centers_, n.cluster_centers_)

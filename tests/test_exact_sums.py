@@ -318,12 +318,8 @@ def test_centred_statistics_move_by_the_records_own_contribution_far_from_zero()
 # ------------------------------------------------------------------ (b) NumPy = Dask
 
 
-CHUNKINGS = {
-    "one": lambda n: (n,),
-    "uneven": lambda n: (7, n // 2 - 7, n - n // 2),
-    "one-row": lambda n: (1, n - 1),
-    "empty": lambda n: (5, 0, n - 5),
-}
+from tests._dask_cases import CHUNKINGS  # noqa: E402
+
 RELEASED = ("cluster_centers_", "cluster_sizes_", "centers_history_", "cost_history_",
             "coreset_", "coreset_weights_", "centre_", "means_", "covariances_", "weights_",
             "noisy_counts_", "n_hat_", "labels_")
