@@ -65,6 +65,18 @@ def _load(name):
     return data.X, data.y
 
 
+def labelled_sets(names):
+    """``(name, X, y, k)`` of every set of ``names`` that loads (``k``: its true number of
+    clusters, noise labels left out); a set that does not is skipped with a line on stderr."""
+    for name in names:
+        try:
+            X, y = _load(name)
+        except (DatasetNotFoundError, FileNotFoundError, OSError) as exc:
+            print(f"(skipping {name}: {exc})", file=sys.stderr)
+            continue
+        yield name, X, y, int(np.unique(y[y >= 0]).size)
+
+
 def _runs(X, y, k, epsilon, seeds):
     out = []
     for seed in range(seeds):
@@ -102,14 +114,8 @@ def table(sets, epsilons, seeds):
                                           "cost)" for e in epsilons) + " |")
     print("|---|" + "---|---|" * len(epsilons))
     misses = []
-    for name in sets:
-        try:
-            X, y = _load(name)
-        except (DatasetNotFoundError, FileNotFoundError, OSError) as exc:
-            print(f"(skipping {name}: {exc})", file=sys.stderr)
-            continue
+    for name, X, y, k in labelled_sets(sets):
         X = np.asarray(X, dtype=np.float64)
-        k = int(np.unique(y[y >= 0]).size)
         base = _cost(X, KMeans(k, n_init=10, random_state=0).fit(X).cluster_centers_)
         cells = []
         for eps in epsilons:
@@ -143,13 +149,7 @@ def main(argv=None):
     print("| set (n x d, k) | epsilon | no k: ARI / clusters / time | given k: ARI / time | "
           "time ratio |")
     print("|---|---|---|---|---|")
-    for name in args.sets:
-        try:
-            X, y = _load(name)
-        except (DatasetNotFoundError, FileNotFoundError, OSError) as exc:
-            print(f"(skipping {name}: {exc})", file=sys.stderr)
-            continue
-        k = int(np.unique(y[y >= 0]).size)
+    for name, X, y, k in labelled_sets(args.sets):
         for eps in args.epsilons:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")

@@ -32,9 +32,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from no_k_speed import BLOBS, SETS, _load  # noqa: E402
+from no_k_speed import BLOBS, SETS, labelled_sets  # noqa: E402
 from privclust import CoresetKMeans  # noqa: E402
-from privclust.datasets import DatasetNotFoundError  # noqa: E402
 from privclust.metrics import ari  # noqa: E402
 
 #: The sets of at least 50,000 records (gen_unequal10_5d holds 47,482).
@@ -93,14 +92,8 @@ def main(argv=None):
           "no k / peer | given k / peer | ARI no k / given k / peer |")
     print("|---|---|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
-        for name in args.sets:
-            try:
-                X, y = _load(name)
-            except (DatasetNotFoundError, FileNotFoundError, OSError) as exc:
-                print(f"(skipping {name}: {exc})", file=sys.stderr)
-                continue
+        for name, X, y, k in labelled_sets(args.sets):
             X = np.asarray(X, dtype=np.float64)
-            k = int(np.unique(y[y >= 0]).size)
             data = _peer_input(name, X, y, tmp)
             for eps in args.epsilons:
                 runs = [(_ours(X, y, None, eps, s), _ours(X, y, k, eps, s),
