@@ -29,7 +29,9 @@ scores (non-private here: a diagnosis, it reads the labels):
 * ``gap c``: ``-sum t(x) - c (N / d) log k / L`` for each ``--gap`` c, ``t(x)`` the record's log
   distance to its nearest centre (noise taken off) clipped to the ``L = ln 1024`` below the
   bounds' half-diagonal and scaled to ``[0, 1]`` (``c = 1``: the gap statistic's expectation on
-  a uniform reference).
+  a uniform reference);
+* ``mix l:c``: ``(1 - l) sil + l (N + gap c)`` for each ``--mix`` (both terms per record in
+  ``[0, 1]``).
 
 With ``--ceiling`` a last column gives the criterion's own ARI without privacy: scikit-learn's
 ``KMeans(k, n_init=10, random_state=0)`` for every k from 2 to twice the classes, the k of the
@@ -146,6 +148,11 @@ def _cell(X, y, epsilon, seed, args):
         row["bic"] = _expected(_bic(Xs, cap, cands, noise2), eps, values)
     for c in args.gap:
         row[f"gap {c:g}"] = _expected(_gap(Xs, cap["box"], cands, noise2, ks, c), eps, values)
+    for mix in args.mix:
+        lam, c = (float(v) for v in mix.split(":"))
+        gap = np.asarray(_gap(Xs, cap["box"], cands, noise2, ks, c)) + Xs.shape[0]
+        mixed = (1 - lam) * np.array([x.sum() for x in sil]) + lam * gap
+        row[f"mix {mix}"] = _expected(mixed, eps, values)
     return row
 
 
@@ -209,6 +216,7 @@ def main(argv=None):
     p.add_argument("--betas", type=float, nargs="*", default=[1.0])
     p.add_argument("--noise-off", type=float, nargs="*", default=[2.0])
     p.add_argument("--gap", type=float, nargs="*", default=[1.0, 2.0])
+    p.add_argument("--mix", nargs="*", default=[], help="l:c, (1 - l) sil + l gap c")
     p.add_argument("--ceiling", action="store_true", help="the criterion's non-private ARI")
     args = p.parse_args(argv)
     header = None
