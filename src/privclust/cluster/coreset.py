@@ -52,9 +52,9 @@ from ._coreset.tree import (
     NO_K_STOP_SHARE,
     Grid,
     Space,
+    capped_summary,
     depth_for_k,
     grow,
-    leaf_summary,
     level_budgets,
     mass_stop,
 )
@@ -512,7 +512,8 @@ class CoresetKMeans(PrivateClusterMixin):
             grid = Grid(space.box, shift * (space.box[:, 1] - space.box[:, 0]))
             released = grow(tree_engine, mech, grid, levels, budgets, _RETRY, step,
                             stop=mass_stop(n_hat, NO_K_STOP_SHARE) if no_k else None)
-            points, weights, spread2 = leaf_summary(grid, released, keep_rest=wide)
+            points, weights, spread2, cut = capped_summary(grid, released, keep_rest=wide)
+            report.notes += cut
             step()
             budgets_ = [Step(names, e, r) for names, e, r in zip(
                 items, eps_steps, self._step_rhos(plan, eps_steps, pure_plan), strict=True)]
