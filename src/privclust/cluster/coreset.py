@@ -195,7 +195,9 @@ class CoresetKMeans(PrivateClusterMixin):
        50 features a rest that reaches the children's significance floor stays on the cell,
        a leaf of its own) and the spread of a record over its cell. Its size comes from
        ``n_hat`` and epsilon through the tree's thresholds (a leaf holds at least about
-       ``ln(2^p / 0.25) / eps_level`` records), not from k.
+       ``ln(2^p / 0.25) / eps_level`` records), not from k; in 3 or more tree dimensions at
+       most ``CORESET_CAP`` (2,048) points, a tree with more leaves splitting only its heaviest
+       cells (:func:`~privclust.cluster._coreset.tree.capped_summary`: post-processing).
     4. **One cluster per coreset point, refined** (up to 50 features): the records nearest
        each point, restricted to a ball about it, give a noisy size and a noisy sum
        (:mod:`privclust.cluster._coreset.refine`): the coreset moved onto the data's means.
