@@ -4,6 +4,7 @@
     python benchmarks/billion.py --records 100_000_000 --estimators dbscan,dpm
     python benchmarks/billion.py --records 10_000_000 --check-chunkings
     python benchmarks/billion.py --estimators coreset-k,coreset     # CoresetKMeans, k given / not
+    python benchmarks/billion.py --records 1e8 --estimators coreset-10d   # 10-D, without k
 
 The records are never stored and never pass through this process: the data set is a dask
 array whose every chunk is drawn inside its task, on the worker, from public seeds. The rows
@@ -17,7 +18,8 @@ and prints a hash of each model). Two mixtures:
   along the road, Gaussian across it), 10% uniform background. Used by DPDBSCAN and
   CoresetKMeans.
 * ``gauss10``: 10-D, 16 Gaussian clusters (standard deviation 4) with centres in
-  (-80, 80)^10, bounds (-100, 100). Used by DPM.
+  (-80, 80)^10, bounds (-100, 100). Used by DPM and ``coreset-10d`` (CoresetKMeans without
+  k).
 
 Each estimator is fitted once on a fresh ``LocalCluster(n_workers=--workers,
 threads_per_worker=1, processes=True)`` (worker start-up not timed). Printed per fit: wall
@@ -217,7 +219,10 @@ def _estimator(name: str, k: int):
         return "cabs", CoresetKMeans(k, epsilon=1.0, bounds=CABS_BOX, random_state=0)
     if name == "coreset":
         return "cabs", CoresetKMeans(epsilon=1.0, bounds=CABS_BOX, random_state=0)
-    raise SystemExit(f"unknown estimator {name!r}: dbscan, dpm, coreset-k or coreset")
+    if name == "coreset-10d":
+        return "gauss10", CoresetKMeans(epsilon=1.0, bounds=GAUSS_BOUNDS, random_state=0)
+    raise SystemExit(f"unknown estimator {name!r}: dbscan, dpm, coreset-k, coreset or "
+                     "coreset-10d")
 
 
 def fit_once(name: str, args, chunk_rows: int | None = None) -> dict | None:
@@ -298,7 +303,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--records", type=lambda s: int(float(s)), default=10**9)
     ap.add_argument("--estimators", default="dbscan",
-                    help="comma-separated: dbscan, dpm, coreset-k, coreset (default dbscan)")
+                    help="comma-separated: dbscan, dpm, coreset-k, coreset, coreset-10d "
+                         "(default dbscan)")
     ap.add_argument("--k", type=int, default=24, help="k for coreset-k (default 24)")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--chunk-rows", type=lambda s: int(float(s)), default=1 << 24)

@@ -185,3 +185,17 @@ def test_tree_labels_per_chunk_equal_the_numpy_engine(client, chunking):
     blocks = coreset_data.nearest_labels(engine, A).blocks
     got = np.concatenate(dask.compute(*blocks))
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("chunking", list(CHUNKINGS))
+def test_a_capped_coreset_equals_the_numpy_engine(client, chunking, monkeypatch):
+    """A tree with more leaves than the cap (4-D, cap 24): the cut is made on the client from
+    the released counts, so both engines label the records by the same few anchors."""
+    from privclust.cluster._coreset import tree as tree_module
+
+    monkeypatch.setattr(tree_module, "CORESET_CAP", 24)
+    a, b = _fit_both(_mixture(4000, 4, 5, 8), lambda: CoresetKMeans(
+        epsilon=4.0, bounds=(-9, 9), random_state=2), chunking)
+    assert any(n.startswith("coreset capped at 24") for n in a.privacy_report_.notes)
+    assert a.coreset_.shape[0] <= 24
+    assert _same_fit(a, b) > 0

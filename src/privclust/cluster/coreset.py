@@ -52,9 +52,9 @@ from ._coreset.tree import (
     NO_K_STOP_SHARE,
     Grid,
     Space,
+    capped_summary,
     depth_for_k,
     grow,
-    leaf_summary,
     level_budgets,
     mass_stop,
 )
@@ -195,7 +195,9 @@ class CoresetKMeans(PrivateClusterMixin):
        50 features a rest that reaches the children's significance floor stays on the cell,
        a leaf of its own) and the spread of a record over its cell. Its size comes from
        ``n_hat`` and epsilon through the tree's thresholds (a leaf holds at least about
-       ``ln(2^p / 0.25) / eps_level`` records), not from k.
+       ``ln(2^p / 0.25) / eps_level`` records), not from k; in 3 or more tree dimensions at
+       most ``CORESET_CAP`` (2,048) points, a tree with more leaves splitting only its heaviest
+       cells (:func:`~privclust.cluster._coreset.tree.capped_summary`: post-processing).
     4. **One cluster per coreset point, refined** (up to 50 features): the records nearest
        each point, restricted to a ball about it, give a noisy size and a noisy sum
        (:mod:`privclust.cluster._coreset.refine`): the coreset moved onto the data's means.
@@ -512,7 +514,8 @@ class CoresetKMeans(PrivateClusterMixin):
             grid = Grid(space.box, shift * (space.box[:, 1] - space.box[:, 0]))
             released = grow(tree_engine, mech, grid, levels, budgets, _RETRY, step,
                             stop=mass_stop(n_hat, NO_K_STOP_SHARE) if no_k else None)
-            points, weights, spread2 = leaf_summary(grid, released, keep_rest=wide)
+            points, weights, spread2, cut = capped_summary(grid, released, keep_rest=wide)
+            report.notes += cut
             step()
             budgets_ = [Step(names, e, r) for names, e, r in zip(
                 items, eps_steps, self._step_rhos(plan, eps_steps, pure_plan), strict=True)]

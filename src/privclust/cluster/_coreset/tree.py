@@ -22,8 +22,9 @@ from ...privacy.rng import public_unit_directions
 from .._shifted_tree import ShiftedGrid, Wording, leaf_summary, significance_floor
 from .._shifted_tree import grow as _grow
 
-__all__ = ["Grid", "Space", "depth_for_k", "grow", "leaf_capacity", "leaf_summary",
-           "level_budgets", "mass_stop", "NO_K_STOP_SHARE"]
+__all__ = ["CAP_MIN_DIMS", "CORESET_CAP", "Grid", "Space", "capped_summary", "depth_for_k",
+           "grow", "leaf_capacity", "leaf_summary", "level_budgets", "mass_stop",
+           "NO_K_STOP_SHARE"]
 
 
 class Space:
@@ -140,3 +141,60 @@ def mass_stop(n_hat: float, share: float):
         return None
 
     return stop
+
+
+#: In at least ``CAP_MIN_DIMS`` tree dimensions the coreset holds at most ``CORESET_CAP`` points
+#: (:func:`capped_summary`). There every record is labelled by its nearest coreset point at a
+#: cost that grows with their number (in 2 dimensions public buckets make it a few candidates
+#: whatever their number), and a level of a fixed tree releases more cells the more records
+#: there are (10-D: 1,429 leaves at 10^6 records, 12,296 at 10^7), so without a cap the cost
+#: per record grew with n. Fits whose tree has at most ``CORESET_CAP`` leaves are unchanged.
+CORESET_CAP = 2048
+CAP_MIN_DIMS = 3
+
+
+def _pruned(released, cut):
+    """The released tree with only the cells whose noisy count is at least ``cut`` split into
+    their released children (post-processing): the other cells' descendants dropped, the
+    parents' positions renumbered."""
+    out, kept, expand = [], None, None
+    for lv in released:
+        if kept is None:
+            keep, parent = np.ones(lv.counts.shape[0], dtype=bool), lv.parent
+        else:
+            keep = expand[lv.parent]
+            parent = (np.cumsum(kept) - 1)[lv.parent[keep]]
+        if not keep.any():
+            break
+        out.append(lv._replace(cells=lv.cells[keep], counts=lv.counts[keep], parent=parent))
+        kept, expand = keep, keep & (lv.counts >= cut)
+    return out
+
+
+def capped_summary(grid, released, keep_rest: bool = False, cap: int | None = None):
+    """:func:`leaf_summary` of the released tree, in at least ``CAP_MIN_DIMS`` dimensions with
+    at most ``cap`` (None: ``CORESET_CAP``) leaves (post-processing of released counts: no
+    record is read). When the whole tree has more, a cell is split into its released children
+    only when its noisy count reaches a cut, the least noisy count of a split cell (or none)
+    that leaves at most ``cap`` leaves: the heaviest cells keep their finest leaves, the others
+    become leaves whole, their noisy counts kept. Returns ``(points, weights, spread2,
+    notes)``, ``notes`` a list of the report's line on the cut (empty when the whole tree is
+    kept)."""
+    cap = CORESET_CAP if cap is None else cap
+    points, weights, spread2 = leaf_summary(grid, released, keep_rest)
+    if grid.d < CAP_MIN_DIMS or points.shape[0] <= cap or len(released) < 2:
+        return points, weights, spread2, []
+    splits = np.unique(np.concatenate([lv.counts for lv in released[:-1]]))
+    lo, hi = 0, splits.size  # hi: no cell split (the first level's cells only)
+    while lo < hi:  # the least cut with at most ``cap`` leaves (fewer leaves as it rises)
+        mid = (lo + hi) // 2
+        if leaf_summary(grid, _pruned(released, splits[mid]), keep_rest)[0].shape[0] <= cap:
+            hi = mid
+        else:
+            lo = mid + 1
+    cut = splits[lo] if lo < splits.size else np.inf
+    tree = _pruned(released, cut)
+    note = (f"coreset capped at {cap} points ({grid.d} dimensions): the tree's "
+            f"{points.shape[0]} leaves cut to those of the cells split only at a noisy count "
+            f"of at least {float(cut):g} ({len(tree)} levels)")
+    return (*leaf_summary(grid, tree, keep_rest), [note])
