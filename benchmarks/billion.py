@@ -264,6 +264,11 @@ def fit_once(name: str, args, chunk_rows: int | None = None) -> dict | None:
         prefixes = [(r["key"][0] if isinstance(r["key"], tuple) else r["key"]).split("-")[0]
                     for r in ts.data]
         n_chunks = X.numblocks[0]
+        busy: dict = {}
+        for r, p in zip(ts.data, prefixes, strict=True):
+            for ss in r.get("startstops", ()):
+                if ss["action"] == "compute":
+                    busy[p] = busy.get(p, 0.0) + ss["stop"] - ss["start"]
         return {
             "estimator": name, "data": f"{args.records:,} x {X.shape[1]} {kind}",
             "chunks": n_chunks, "seconds": wall,
@@ -273,7 +278,7 @@ def fit_once(name: str, args, chunk_rows: int | None = None) -> dict | None:
             "gathered MB": moved.nbytes / 1e6, "client peak GB": mem.peak / 1e9,
             "worker peaks GB": [w / 1e9 for w in workers], "clusters": est.n_clusters_,
             "records kept": kept, "worker CPU s": cpu,
-            "hash": model_hash(est),
+            "hash": model_hash(est), "task seconds": busy,
         }
     finally:
         client.close()
@@ -292,6 +297,10 @@ def _print(r: dict) -> None:
           f"{', '.join(f'{w:.2f}' for w in r['worker peaks GB'])} GB; worker CPU "
           f"{', '.join(f'{c:.0f}' for c in r['worker CPU s'])} s; {r['clusters']} clusters, "
           f"model {r['hash']}", flush=True)
+    if r.get("show tasks"):
+        busy = sorted(r["task seconds"].items(), key=lambda kv: -kv[1])
+        print("    task seconds by kind: " + ", ".join(f"{k} {v:.1f}" for k, v in busy
+                                                        if v >= 0.05), flush=True)
 
 
 def main() -> None:
@@ -310,6 +319,8 @@ def main() -> None:
     ap.add_argument("--persist-share", type=float, default=None,
                     help="override privclust.engine.dask.PERSIST_SHARE (0: never persist)")
     ap.add_argument("--status", type=float, default=10.0, help="seconds between status lines")
+    ap.add_argument("--task-seconds", action="store_true",
+                    help="print the workers' seconds per kind of task (from the task stream)")
     ap.add_argument("--check-chunkings", action="store_true",
                     help="fit DPDBSCAN on two chunkings of the same records; compare the models")
     args = ap.parse_args()
@@ -332,6 +343,7 @@ def main() -> None:
     for name in args.estimators.split(","):
         r = fit_once(name.strip(), args)
         if r is not None:
+            r["show tasks"] = args.task_seconds
             _print(r)
 
 
