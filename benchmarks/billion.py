@@ -22,7 +22,8 @@ and prints a hash of each model). Two mixtures:
 Each estimator is fitted once on a fresh ``LocalCluster(n_workers=--workers,
 threads_per_worker=1, processes=True)`` (worker start-up not timed). Printed per fit: wall
 time; passes over the data (tasks that read a whole chunk, per chunk: the generation passes,
-where the chunks are drawn, and all of them); the bytes gathered to this process (the results
+where the chunks are drawn, and all of them; a CoresetKMeans coreset step's labels and balls
+count once); the bytes gathered to this process (the results
 of every computation the fit asked for, by ``dask.sizeof``); the peak resident memory of this
 process (client and scheduler; sampled every 0.1 s) and of each worker process (its
 ``ru_maxrss``, the worker being fresh), and each worker's CPU time during the fit (on a shared
@@ -51,7 +52,9 @@ GAUSS_BOUNDS = (-100.0, 100.0)
 #: Tasks that read every chunk of the records once (a pass over the data).
 CHUNK_TASKS = ("generate", "_block_stats", "clip", "outside", "on_block", "regroup_chain",
                "histogram_block", "bins_block", "cell_keys", "labels", "gap_block",
-               "take_columns", "split_block", "bucket_hist")
+               "take_columns", "split_block", "bucket_hist", "fine_counts", "_ball",
+               "_corrected_counts", "corrected_nearest", "_distances", "_distance_counts",
+               "_chunk_scores", "_labels_and_cost", "_clipped_cost", "labels64")
 
 
 # ---------------------------------------------------------------------------- the data
@@ -268,7 +271,8 @@ def fit_once(name: str, args, chunk_rows: int | None = None) -> dict | None:
         for r, p in zip(ts.data, prefixes, strict=True):
             for ss in r.get("startstops", ()):
                 if ss["action"] == "compute":
-                    busy[p] = busy.get(p, 0.0) + ss["stop"] - ss["start"]
+                    busy.setdefault(p, [0.0, 0])[0] += ss["stop"] - ss["start"]
+            busy.setdefault(p, [0.0, 0])[1] += 1
         return {
             "estimator": name, "data": f"{args.records:,} x {X.shape[1]} {kind}",
             "chunks": n_chunks, "seconds": wall,
@@ -298,9 +302,9 @@ def _print(r: dict) -> None:
           f"{', '.join(f'{c:.0f}' for c in r['worker CPU s'])} s; {r['clusters']} clusters, "
           f"model {r['hash']}", flush=True)
     if r.get("show tasks"):
-        busy = sorted(r["task seconds"].items(), key=lambda kv: -kv[1])
-        print("    task seconds by kind: " + ", ".join(f"{k} {v:.1f}" for k, v in busy
-                                                        if v >= 0.05), flush=True)
+        busy = sorted(r["task seconds"].items(), key=lambda kv: -kv[1][0])
+        print("    task seconds by kind (tasks): " + ", ".join(
+            f"{k} {v:.1f} ({c})" for k, (v, c) in busy if v >= 0.05), flush=True)
 
 
 def main() -> None:

@@ -93,3 +93,48 @@ def test_grid_counts_equal_a_binary_search():
         want = np.bincount(np.minimum(np.searchsorted(grid, v, side="left"), grid.size - 1),
                            minlength=grid.size)
         np.testing.assert_array_equal(grid_counts(v, grid), want)
+
+
+def test_row_group_sums_by_bincount_equal_the_sorted_sums():
+    from privclust.engine import _exact
+
+    rng = np.random.default_rng(6)
+    for d in (1, 2, 5):
+        lab = rng.integers(0, 24, 50_000).astype(np.intp)
+        t = np.trunc(rng.normal(scale=2.0**30, size=(50_000, d)))
+        t[:10] = -0.0
+        got = _exact.row_group_sums(lab, t, 24)
+        order = np.argsort(lab, kind="stable")  # the sums in another order: exact integers
+        want = np.zeros((24, d))
+        np.add.at(want, lab[order], t[order])
+        np.testing.assert_array_equal(got, want)
+
+
+def test_lloyd_labels_kept_when_they_fit_though_the_records_do_not(dask_client, monkeypatch):
+    """Records not persisted (over the workers' share), a grid-quantile Lloyd step's labels
+    (one byte a record) kept: the ball pass reads them instead of labelling the chunk again."""
+    da = pytest.importorskip("dask.array")
+    from distributed import get_task_stream
+
+    import privclust.engine.dask as dask_engine
+    from privclust import CoresetKMeans
+    from privclust.cluster._coreset import quantile
+
+    rng = np.random.default_rng(7)
+    n = 20_000
+    X = rng.normal(size=(n, 2)) + rng.choice([-4.0, 0.0, 4.0], size=(n, 1))
+    Xd = da.from_array(X, chunks=(7000, 2))
+    memory = dask_engine.workers_memory(dask_client)
+    monkeypatch.setattr(dask_engine, "PERSIST_SHARE", 4.0 * n / memory)  # 16 n bytes: no
+    monkeypatch.setattr(quantile, "GRID_QUANTILE_RECORDS", 1000)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        a = CoresetKMeans(3, epsilon=1.0, bounds=(-8, 8), random_state=0).fit(X)
+        with get_task_stream(dask_client) as ts:
+            b = CoresetKMeans(3, epsilon=1.0, bounds=(-8, 8), random_state=0).fit(Xd)
+    kinds = [(r["key"][0] if isinstance(r["key"], tuple) else r["key"]).split("-")[0]
+             for r in ts.data]
+    assert kinds.count("_corrected_counts") == 2 * 3  # two Lloyd steps, three chunks, once
+    np.testing.assert_array_equal(a.cluster_centers_, b.cluster_centers_)
+    assert [r.to_dict() for r in a.privacy_report_.releases] == \
+        [r.to_dict() for r in b.privacy_report_.releases]

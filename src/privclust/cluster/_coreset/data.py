@@ -93,8 +93,9 @@ def outside(X, group, anchors, radius) -> np.ndarray:
     every = bool((group >= 0).all())  # the usual case: slices, no gather of the rows
     rows = None if every else np.flatnonzero(group >= 0)
     r2 = radius ** 2
-    for start in range(0, group.size if every else rows.size, _ROWS):
-        r = slice(start, start + _ROWS) if every else rows[start:start + _ROWS]
+    step = max(256, (_ROWS // 8) // max(X.shape[1], 1))  # 64 KB temporaries: no fresh mapping
+    for start in range(0, group.size if every else rows.size, step):
+        r = slice(start, start + step) if every else rows[start:start + step]
         g = group[r]
         diff = np.asarray(X[r], dtype=np.float64) - anchors[g]
         far[r] = np.einsum("ij,ij->i", diff, diff) > r2[g]
@@ -205,8 +206,9 @@ def nearest_anchors(X, buckets: AnchorBuckets) -> np.ndarray:
     n, p = X.shape
     out = np.empty(n, dtype=np.int64)
     cols = [np.ascontiguousarray(A[:, i]) for i in range(p)]
-    for start in range(0, n, _ROWS):
-        x = np.asarray(X[start:start + _ROWS], dtype=np.float64)
+    step = _ROWS // 8  # every temporary at most 128 KB: no fresh mapping in a Dask worker
+    for start in range(0, n, step):
+        x = np.asarray(X[start:start + step], dtype=np.float64)
         b = np.zeros(x.shape[0], dtype=np.int64)
         for i in range(p):
             c = np.floor((x[:, i] - lo[i]) / width[i])
@@ -323,8 +325,8 @@ def grid_counts(values, grid) -> np.ndarray:
         return np.bincount(cell, minlength=m).astype(np.int64)
     acc = np.zeros(m, dtype=np.int64)
     step, inv0 = (m - 1) / float(np.log(grid[-1] / grid[0])), 1.0 / grid[0]
-    for start in range(0, values.size, _ROWS // 2):  # cache-sized blocks of values
-        v = values[start : start + _ROWS // 2]
+    for start in range(0, values.size, _ROWS // 8):  # blocks of 64 KB: no fresh mapping
+        v = values[start : start + _ROWS // 8]
         with np.errstate(divide="ignore", invalid="ignore"):
             g = np.log(v * inv0)
             g *= step
