@@ -215,21 +215,26 @@ def _clipped_labels(x, bounds, centres) -> np.ndarray:
 def _clipped_cost(x, bounds, centres) -> np.ndarray:
     """One chunk's k-means cost of its clipped rows at ``centres``, as a length-1 array (a
     diagnostic: float, so its last bits may depend on the chunking)."""
-    xc = np.clip(x, bounds[:, 0], bounds[:, 1])
-    if not xc.shape[0]:
-        return np.zeros(1)
-    return np.array([float(((xc - centres[nearest_centres(xc, centres)]) ** 2).sum())])
+    return _labels_and_cost(x, bounds, centres, True)[1]
 
 
 def _labels_and_cost(x, bounds, centres, narrow):
     """One chunk's :func:`_clipped_labels` (int32 when ``narrow``) and :func:`_clipped_cost`,
-    from one assignment."""
-    xc = np.clip(x, bounds[:, 0], bounds[:, 1])
-    if not xc.shape[0]:
-        return np.zeros(0, dtype=np.int32 if narrow else np.int64), np.zeros(1)
-    labels = nearest_centres(xc, centres)
-    cost = np.array([float(((xc - centres[labels]) ** 2).sum())])
-    return (labels.astype(np.int32) if narrow else labels), cost
+    from one assignment, in blocks of rows (clipped, labelled and measured a block at a time:
+    small temporaries; split at blocks of :func:`nearest_centres`, so the labels are the
+    whole chunk's)."""
+    n, d = x.shape
+    labels = np.empty(n, dtype=np.int32 if narrow else np.int64)
+    block = block_rows(centres.shape[0], d)
+    rows = block * max(1, (1 << 18) // (block * max(d, 1)))
+    cost = 0.0
+    for start in range(0, n, rows):
+        xc = np.clip(x[start : start + rows], bounds[:, 0], bounds[:, 1])
+        lab = nearest_centres(xc, centres)
+        labels[start : start + lab.size] = lab
+        xc -= centres[lab]
+        cost += float(np.einsum("ij,ij->", xc, xc))
+    return labels, np.array([cost])
 
 
 def _dask_cost_and_labels(X, bounds, centres):
