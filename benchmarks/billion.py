@@ -24,7 +24,8 @@ and prints a hash of each model). Two mixtures:
 Each estimator is fitted once on a fresh ``LocalCluster(n_workers=--workers,
 threads_per_worker=1, processes=True)`` (worker start-up not timed). Printed per fit: wall
 time; passes over the data (tasks that read a whole chunk, per chunk: the generation passes,
-where the chunks are drawn, and all of them); the bytes gathered to this process (the results
+where the chunks are drawn, and all of them; a CoresetKMeans coreset step's labels and balls
+count once); the bytes gathered to this process (the results
 of every computation the fit asked for, by ``dask.sizeof``); the peak resident memory of this
 process (client and scheduler; sampled every 0.1 s) and of each worker process (its
 ``ru_maxrss``, the worker being fresh), and each worker's CPU time during the fit (on a shared
@@ -53,7 +54,9 @@ GAUSS_BOUNDS = (-100.0, 100.0)
 #: Tasks that read every chunk of the records once (a pass over the data).
 CHUNK_TASKS = ("generate", "_block_stats", "clip", "outside", "on_block", "regroup_chain",
                "histogram_block", "bins_block", "cell_keys", "labels", "gap_block",
-               "take_columns", "split_block", "bucket_hist")
+               "take_columns", "split_block", "bucket_hist", "fine_counts", "_ball",
+               "_corrected_counts", "corrected_nearest", "_distances", "_distance_counts",
+               "_chunk_scores", "_labels_and_cost", "_clipped_cost", "labels64")
 
 
 # ---------------------------------------------------------------------------- the data
@@ -269,6 +272,12 @@ def fit_once(name: str, args, chunk_rows: int | None = None) -> dict | None:
         prefixes = [(r["key"][0] if isinstance(r["key"], tuple) else r["key"]).split("-")[0]
                     for r in ts.data]
         n_chunks = X.numblocks[0]
+        busy: dict = {}
+        for r, p in zip(ts.data, prefixes, strict=True):
+            for ss in r.get("startstops", ()):
+                if ss["action"] == "compute":
+                    busy.setdefault(p, [0.0, 0])[0] += ss["stop"] - ss["start"]
+            busy.setdefault(p, [0.0, 0])[1] += 1
         return {
             "estimator": name, "data": f"{args.records:,} x {X.shape[1]} {kind}",
             "chunks": n_chunks, "seconds": wall,
@@ -278,7 +287,7 @@ def fit_once(name: str, args, chunk_rows: int | None = None) -> dict | None:
             "gathered MB": moved.nbytes / 1e6, "client peak GB": mem.peak / 1e9,
             "worker peaks GB": [w / 1e9 for w in workers], "clusters": est.n_clusters_,
             "records kept": kept, "worker CPU s": cpu,
-            "hash": model_hash(est),
+            "hash": model_hash(est), "task seconds": busy,
         }
     finally:
         client.close()
@@ -297,6 +306,10 @@ def _print(r: dict) -> None:
           f"{', '.join(f'{w:.2f}' for w in r['worker peaks GB'])} GB; worker CPU "
           f"{', '.join(f'{c:.0f}' for c in r['worker CPU s'])} s; {r['clusters']} clusters, "
           f"model {r['hash']}", flush=True)
+    if r.get("show tasks"):
+        busy = sorted(r["task seconds"].items(), key=lambda kv: -kv[1][0])
+        print("    task seconds by kind (tasks): " + ", ".join(
+            f"{k} {v:.1f} ({c})" for k, (v, c) in busy if v >= 0.05), flush=True)
 
 
 def main() -> None:
@@ -316,6 +329,8 @@ def main() -> None:
     ap.add_argument("--persist-share", type=float, default=None,
                     help="override privclust.engine.dask.PERSIST_SHARE (0: never persist)")
     ap.add_argument("--status", type=float, default=10.0, help="seconds between status lines")
+    ap.add_argument("--task-seconds", action="store_true",
+                    help="print the workers' seconds per kind of task (from the task stream)")
     ap.add_argument("--check-chunkings", action="store_true",
                     help="fit DPDBSCAN on two chunkings of the same records; compare the models")
     args = ap.parse_args()
@@ -338,6 +353,7 @@ def main() -> None:
     for name in args.estimators.split(","):
         r = fit_once(name.strip(), args)
         if r is not None:
+            r["show tasks"] = args.task_seconds
             _print(r)
 
 

@@ -215,10 +215,57 @@ def _clipped_labels(x, bounds, centres) -> np.ndarray:
 def _clipped_cost(x, bounds, centres) -> np.ndarray:
     """One chunk's k-means cost of its clipped rows at ``centres``, as a length-1 array (a
     diagnostic: float, so its last bits may depend on the chunking)."""
-    xc = np.clip(x, bounds[:, 0], bounds[:, 1])
-    if not xc.shape[0]:
-        return np.zeros(1)
-    return np.array([float(((xc - centres[nearest_centres(xc, centres)]) ** 2).sum())])
+    return _labels_and_cost(x, bounds, centres, True)[1]
+
+
+def _labels_and_cost(x, bounds, centres, narrow):
+    """One chunk's :func:`_clipped_labels` (int32 when ``narrow``) and :func:`_clipped_cost`,
+    from one assignment: clipped and labelled in blocks of rows (split at blocks of
+    :func:`nearest_centres`, so the labels are the whole chunk's), each block's squared
+    differences written into one (n, d) buffer, summed once (the bits of one sum of the
+    chunk's squares; one temporary of the chunk's size instead of four)."""
+    n, d = x.shape
+    labels = np.empty(n, dtype=np.int32 if narrow else np.int64)
+    block = block_rows(centres.shape[0], d)
+    rows = block * max(1, (1 << 18) // (block * max(d, 1)))
+    buf = np.empty((n, d))
+    for start in range(0, n, rows):
+        sl = slice(start, min(n, start + rows))
+        xc = np.clip(x[sl], bounds[:, 0], bounds[:, 1])
+        lab = nearest_centres(xc, centres)
+        labels[sl] = lab
+        np.subtract(xc, centres[lab], out=buf[sl])
+        np.square(buf[sl], out=buf[sl])
+    return labels, np.array([float(buf.sum()) if n else 0.0])
+
+
+def _dask_cost_and_labels(X, bounds, centres):
+    """:func:`final_cost_and_labels` of a dask input, chunk by chunk where the chunks live:
+    below ``LAZY_LABELS`` records one pass gives the labels (gathered one chunk at a time, as
+    :func:`~privclust.engine.dask.record_labels` gathers them) and the chunks' costs (added in
+    the engine's fixed tree); above, the labels stay a lazy dask array and the cost takes the
+    pass."""
+    from dask import delayed
+
+    from ..engine import _dask_tasks as tasks
+    from ..engine._dask_cluster import one_at_a_time
+    from ..engine.dask import LAZY_LABELS, chunk_totals, record_labels
+
+    if X.shape[0] > LAZY_LABELS:
+        return (record_labels(X, _clipped_labels, bounds, centres),
+                float(chunk_totals(X, _clipped_cost, bounds, centres)[0]))
+    narrow = X.shape[0] < 2**31
+    labels = np.empty(X.shape[0], dtype=np.int64)
+    costs, pos = [], 0
+    for part, cost in one_at_a_time([delayed(_labels_and_cost)(b, bounds, centres, narrow)
+                                     for b in X.array.to_delayed()[:, 0]], 8):
+        labels[pos : pos + part.size] = part
+        pos += part.size
+        costs.append(cost)
+    while len(costs) > 1:  # the order of tasks.tree's additions
+        costs = [tasks.add(*costs[i : i + tasks._FAN_IN])
+                 for i in range(0, len(costs), tasks._FAN_IN)]
+    return labels, float(costs[0][0])
 
 
 def final_cost_and_labels(X, bounds, centres):
@@ -231,10 +278,7 @@ def final_cost_and_labels(X, bounds, centres):
     its squared differences; one sum over the whole buffer then adds them in the same order
     as a sum of the (n, d) array of squares would."""
     if is_dask_input(X):  # chunk by chunk where the chunks live: no record to the client
-        from ..engine.dask import chunk_totals, record_labels
-
-        labels = record_labels(X, _clipped_labels, bounds, centres)
-        return labels, float(chunk_totals(X, _clipped_cost, bounds, centres)[0])
+        return _dask_cost_and_labels(X, bounds, centres)
     n = X.shape[0]
     k = centres.shape[0]
     buf = np.empty(X.shape, dtype=np.result_type(X.dtype, bounds.dtype))

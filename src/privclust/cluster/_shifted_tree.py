@@ -209,13 +209,16 @@ class CellWalk:
     integer keys per level. Otherwise each level asks for the grid's cell counts
     (:meth:`~privclust.engine.Engine.cell_counts`) and finds every cell's parent among the
     cells of the level above. Both give the same cells and counts. ``keep``: how many of the
-    latest levels :meth:`cells` can still answer for.
+    latest levels :meth:`cells` can still answer for. ``ahead``: ``{level: (cells, counts)}``,
+    levels already counted (:func:`~privclust.engine._level_cells.level_cells`: every level
+    in one pass), read instead of the engine's.
     """
 
-    def __init__(self, engine, grid: ShiftedGrid, keep: int = 0):
+    def __init__(self, engine, grid: ShiftedGrid, keep: int = 0, ahead=None):
         self.engine, self.grid, self.keep = engine, grid, keep
-        self.split = hasattr(engine, "split_cells") and grid.root_holds_the_box() and \
-            grid.first == 1
+        self.ahead = dict(ahead or {})
+        self.split = not self.ahead and hasattr(engine, "split_cells") and \
+            grid.root_holds_the_box() and grid.first == 1
         self.groups = engine.root() if self.split else None
         self.rows = np.zeros((1, grid.d), dtype=np.int64)  # the root
         self.recent: dict = {}
@@ -232,7 +235,8 @@ class CellWalk:
                 self.groups, grid.origin, width, blk)
             state = self.groups
         else:
-            cells, counts = self.engine.cell_counts(grid.origin, width)
+            cells, counts = self.ahead.pop(level) if level in self.ahead else \
+                self.engine.cell_counts(grid.origin, width)
             h = grid.steps(level)
             up = cells.copy()
             up[:, blk] >>= h

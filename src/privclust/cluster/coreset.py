@@ -37,7 +37,12 @@ from ._coreset.combine import (
     supported,
     tree_floors,
 )
-from ._coreset.data import nearest_labels, projected_engine, sample_scores
+from ._coreset.data import (
+    nearest_labels,
+    projected_engine,
+    records_for_labels,
+    sample_scores,
+)
 from ._coreset.quantile import corrected_quantile, distance_quantile
 from ._coreset.refine import COUNT_SHARE, ball_step, centre_variance, point_radius
 from ._coreset.select import (
@@ -53,6 +58,7 @@ from ._coreset.tree import (
     Grid,
     Space,
     capped_summary,
+    count_levels,
     depth_for_k,
     grow,
     level_budgets,
@@ -505,7 +511,11 @@ class CoresetKMeans(PrivateClusterMixin):
         report = self._start_report(plan.reserved(), source)
         mech = Mechanisms(source, report, plan)
         with fit_progress("CoresetKMeans", depth + 2 + len(steps)) as step:
-            n_hat = self._record_count(engine, mech, plan, plan.epsilon * shares[0])
+            # unprojected, the tree's grid is public now: its levels counted with the records
+            ahead = None if space.projected else count_levels(engine, Grid(
+                space.box, shift * (space.box[:, 1] - space.box[:, 0])), depth)
+            n_hat = self._record_count(engine, mech, plan, plan.epsilon * shares[0],
+                                       None if ahead is None else ahead.n)
             if k_user is not None and self.max_depth is None and not wide:
                 levels, budgets = self._given_k_levels(plan, levels, budgets, k_user, n_hat, p)
             rho = self._data_radius(engine, mech, space, wide, n_hat) if space.projected else None
@@ -513,7 +523,8 @@ class CoresetKMeans(PrivateClusterMixin):
             tree_engine = projected_engine(engine, space)
             grid = Grid(space.box, shift * (space.box[:, 1] - space.box[:, 0]))
             released = grow(tree_engine, mech, grid, levels, budgets, _RETRY, step,
-                            stop=mass_stop(n_hat, NO_K_STOP_SHARE) if no_k else None)
+                            stop=mass_stop(n_hat, NO_K_STOP_SHARE) if no_k else None,
+                            ahead=ahead)
             points, weights, spread2, cut = capped_summary(grid, released, keep_rest=wide)
             report.notes += cut
             step()
@@ -535,8 +546,8 @@ class CoresetKMeans(PrivateClusterMixin):
         self.n_hat_ = int(n_hat)
         self.projection_ = space.G
         self.delta_ = 0.0 if pure_plan else float(plan.delta)
-        return finish_centre_fit(self, X, bounds, centres, sizes, history, [], report, plan,
-                                 accountant)
+        return finish_centre_fit(self, records_for_labels(engine, X), bounds, centres, sizes,
+                                 history, [], report, plan, accountant)
 
     def _centres(self, engine, tree_engine, mech, space, grid, points, weights, spread2,
                  steps, rho, choice, gen, step):
@@ -607,9 +618,10 @@ class CoresetKMeans(PrivateClusterMixin):
         return space.mid + lift, np.sqrt(np.maximum(reach2, (0.1 * radius) ** 2))
 
     @staticmethod
-    def _record_count(engine, mech, plan, epsilon) -> int:
-        """The noisy number of records (sensitivity 1); with ``delta=None`` it fixes delta."""
-        n = engine.count(engine.root())
+    def _record_count(engine, mech, plan, epsilon, n=None) -> int:
+        """The noisy number of records (sensitivity 1); with ``delta=None`` it fixes delta.
+        ``n``: the exact count, when a pass already took it."""
+        n = engine.count(engine.root()) if n is None else np.array([n], dtype=np.int64)
         n_hat = int(mech.count(np.asarray(n, dtype=np.int64), epsilon, target="record count",
                                note="one count of all records: sensitivity 1",
                                item=_ITEM_COUNT)[0])

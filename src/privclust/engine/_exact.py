@@ -292,10 +292,18 @@ def row_group_sums(lab, t, k: int) -> np.ndarray:
     """Per group, the column sums of the units ``t`` (m, d) (record-major): (k, d), exact.
     The rows sorted by group, then one sum per run of a group (``reduceat``): the same exact
     totals as any order of the additions, 2.5x faster than a ``bincount`` over the key
-    ``group * d + column`` (measured) and without the GIL."""
+    ``group * d + column`` (measured) and without the GIL. With at most ``_BINCOUNT_COLUMNS``
+    columns whose every partial sum stays below ``2**53`` (``m * max |t|``: the sums of
+    integers are then exact in any order), a weighted ``bincount`` per column instead: no
+    sort (2-D, 24 groups, 131,072 rows: 32 -> 9 ns a row in a worker)."""
     m, d = t.shape
     if k == 1 or m == 0:
         return np.add.reduce(t, axis=0, keepdims=True) if k == 1 else np.zeros((k, d))
+    if d <= _BINCOUNT_COLUMNS and m * float(np.abs(t).max()) < 2.0**53:
+        out = np.empty((k, d))
+        for j in range(d):
+            out[:, j] = np.bincount(lab, weights=t[:, j], minlength=k)
+        return out
     order = np.argsort(lab)
     # the rest in this thread's scratch arrays (a Dask worker maps every large array afresh)
     # (mode "clip": with "raise", take fills a temporary copy of out; every index is valid)
@@ -311,6 +319,7 @@ def row_group_sums(lab, t, k: int) -> np.ndarray:
     return out
 
 
+_BINCOUNT_COLUMNS = 5
 _ROUND_2_16 = 1.5 * 2.0**68  # adding it rounds |u| < 2**51 to a multiple of 2**16
 
 

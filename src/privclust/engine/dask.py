@@ -405,12 +405,12 @@ class DaskEngine(Engine):
         held = self._client.who_has(self.X)
         return [list(held.get(x.key, ())) or None for x in self._xblocks]
 
-    def keep(self, objs: list) -> list:
-        """``objs`` (delayed, one per chunk) persisted on the workers when the engine keeps its
-        records there; else as they are, computed again with every query that reads them."""
-        if not self.persisted:
-            return list(objs)
-        return self._client.persist(list(objs), retries=self.retries)
+    def keep(self, objs: list, nbytes: int = 0) -> list:
+        """``objs`` (one per chunk) persisted when the records are, or when they take ``nbytes``
+        (> 0) within :data:`PERSIST_SHARE` of the workers' memory; else recomputed by readers."""
+        if self.persisted or 0 < nbytes <= PERSIST_SHARE * workers_memory(self._client):
+            return self._client.persist(list(objs), retries=self.retries)
+        return list(objs)
 
     @property
     def n_clipped_records(self) -> int:

@@ -42,7 +42,7 @@ __all__ = ["AnchorBuckets", "AnchorTree", "ChunkLabels", "anchor_buckets", "anch
            "ball_totals", "corrected_labels", "corrected_nearest", "corrected_counts",
            "distance_counts", "distances_from", "grid_counts", "is_dask_engine",
            "nearest_anchors", "nearest_in_tree", "nearest_labels", "outside",
-           "projected_engine", "sample_scores"]
+           "projected_engine", "records_for_labels", "sample_scores"]
 
 _ROWS = 1 << 16
 #: The coreset step's labels (the nearest of many anchors) in at most this many coordinates
@@ -93,8 +93,9 @@ def outside(X, group, anchors, radius) -> np.ndarray:
     every = bool((group >= 0).all())  # the usual case: slices, no gather of the rows
     rows = None if every else np.flatnonzero(group >= 0)
     r2 = radius ** 2
-    for start in range(0, group.size if every else rows.size, _ROWS):
-        r = slice(start, start + _ROWS) if every else rows[start:start + _ROWS]
+    step = max(256, (_ROWS // 8) // max(X.shape[1], 1))  # 64 KB temporaries: no fresh mapping
+    for start in range(0, group.size if every else rows.size, step):
+        r = slice(start, start + step) if every else rows[start:start + step]
         g = group[r]
         diff = np.asarray(X[r], dtype=np.float64) - anchors[g]
         far[r] = np.einsum("ij,ij->i", diff, diff) > r2[g]
@@ -205,8 +206,9 @@ def nearest_anchors(X, buckets: AnchorBuckets) -> np.ndarray:
     n, p = X.shape
     out = np.empty(n, dtype=np.int64)
     cols = [np.ascontiguousarray(A[:, i]) for i in range(p)]
-    for start in range(0, n, _ROWS):
-        x = np.asarray(X[start:start + _ROWS], dtype=np.float64)
+    step = _ROWS // 8  # every temporary at most 128 KB: no fresh mapping in a Dask worker
+    for start in range(0, n, step):
+        x = np.asarray(X[start:start + step], dtype=np.float64)
         b = np.zeros(x.shape[0], dtype=np.int64)
         for i in range(p):
             c = np.floor((x[:, i] - lo[i]) / width[i])
@@ -310,18 +312,43 @@ def _distances(X, point) -> np.ndarray:
 def grid_counts(values, grid) -> np.ndarray:
     """How many ``values`` fall in each cell ``(grid[j-1], grid[j]]`` of the public increasing
     ``grid`` (int64, ``grid.shape``; cell 0 holds the values at most ``grid[0]``, the last the
-    values above ``grid[-1]`` too): a value's cell depends on that value and the grid alone."""
-    cell = np.minimum(np.searchsorted(grid, values, side="left"), grid.size - 1)
-    return np.bincount(cell, minlength=grid.size).astype(np.int64)
+    values above ``grid[-1]`` too): a value's cell depends on that value and the grid alone.
+
+    On a grid of positive candidates (the quantiles' log-spaced grids) each value's cell is
+    guessed from its logarithm, checked against the grid's two candidates about it, and found
+    by a binary search only where the guess missed: the cells of ``np.searchsorted(grid,
+    values, side="left")`` (at most the last), about 10x faster on 4,096 candidates."""
+    m = grid.size
+    values = np.asarray(values, dtype=np.float64).ravel()
+    if m < 64 or not grid[0] > 0:
+        cell = np.minimum(np.searchsorted(grid, values, side="left"), m - 1)
+        return np.bincount(cell, minlength=m).astype(np.int64)
+    acc = np.zeros(m, dtype=np.int64)
+    step, inv0 = (m - 1) / float(np.log(grid[-1] / grid[0])), 1.0 / grid[0]
+    for start in range(0, values.size, _ROWS // 8):  # blocks of 64 KB: no fresh mapping
+        v = values[start : start + _ROWS // 8]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            g = np.log(v * inv0)
+            g *= step
+            np.ceil(g, out=g)
+            cell = g.astype(np.intp)  # 0, inf, nan: any index, clipped, then searched
+        np.clip(cell, 0, m - 1, out=cell)
+        ok = (grid[cell - 1] < v) | (cell == 0)  # exactly searchsorted's cell, or searched
+        ok &= (v <= grid[cell]) | (cell == m - 1)
+        if not ok.all():
+            bad = np.flatnonzero(~ok)
+            cell[bad] = np.minimum(np.searchsorted(grid, v[bad], side="left"), m - 1)
+        acc += np.bincount(cell, minlength=m)
+    return acc
 
 
 def _distance_counts(X, point, grid) -> np.ndarray:
     return grid_counts(_distances(X, point), grid)
 
 
-def _corrected_counts(X, centres, offset, grid):
+def _corrected_counts(X, centres, offset, grid, dtype=np.int64):
     labels, dist = corrected_nearest(X, centres, offset)
-    return labels, grid_counts(dist, grid)
+    return labels.astype(dtype, copy=False), grid_counts(dist, grid)
 
 
 def _ball(proto, X, labels, anchors, radius):
@@ -459,8 +486,11 @@ def corrected_counts(engine, centres, offset, grid):
 
     from ...engine._dask_tasks import tree
 
-    pairs = engine.keep([delayed(_corrected_counts)(x, centres, offset, grid)
-                         for x in engine._xblocks])
+    # the labels in the narrowest integer type, kept on the workers when they fit there even
+    # if the records do not: the ball pass that reads them then draws no label again
+    dtype = np.min_scalar_type(-max(len(centres), 1))
+    pairs = engine.keep([delayed(_corrected_counts)(x, centres, offset, grid, dtype)
+                         for x in engine._xblocks], engine.X.shape[0] * dtype.itemsize)
     counts = engine._compute(tree([delayed(_second)(p) for p in pairs]))[0]
     return ChunkLabels([delayed(_first)(p) for p in pairs]), counts
 
@@ -507,6 +537,25 @@ def sample_scores(engine, rate, generator, candidates, anchors=None,
     total = engine._compute(tree([delayed(_chunk_scores)(x, cands, dr, anchors, noise2)
                                   for x, dr in zip(engine._xblocks, draws, strict=True)]))
     return total[0] / SCORE_UNITS
+
+
+def records_for_labels(engine, X):
+    """What the fit's final labels and cost read: on the Dask engine its persisted records
+    when they hold the values of ``X`` clipped to the bounds (bounds exact in the records'
+    dtype), so that pass reads the workers' memory instead of the input again (re-read files,
+    re-drawn chunks); else ``X`` (and above ``LAZY_LABELS`` records, whose lazy labels would
+    hold the persisted records on the workers as long as the model lives). The same labels
+    and cost either way."""
+    if not is_dask_engine(engine) or not engine.persisted or hasattr(engine, "_source"):
+        return X
+    from ...engine.dask import LAZY_LABELS, DaskData
+
+    if X.shape[0] > LAZY_LABELS:
+        return X
+    b = engine.bounds
+    if not np.array_equal(b.astype(engine.X.dtype).astype(np.float64), b):
+        return X
+    return DaskData(engine.X, getattr(X, "columns", None))
 
 
 def _masked(x, keep):

@@ -19,11 +19,11 @@ import numpy as np
 
 from ..._geometry import project_rows, projected_box
 from ...privacy.rng import public_unit_directions
-from .._shifted_tree import ShiftedGrid, Wording, leaf_summary, significance_floor
+from .._shifted_tree import CellWalk, ShiftedGrid, Wording, leaf_summary, significance_floor
 from .._shifted_tree import grow as _grow
 
-__all__ = ["CAP_MIN_DIMS", "CORESET_CAP", "Grid", "Space", "capped_summary", "depth_for_k",
-           "grow", "leaf_capacity", "leaf_summary", "level_budgets", "mass_stop",
+__all__ = ["CAP_MIN_DIMS", "CORESET_CAP", "Grid", "Space", "capped_summary", "count_levels",
+           "depth_for_k", "grow", "leaf_capacity", "leaf_summary", "level_budgets", "mass_stop",
            "NO_K_STOP_SHARE"]
 
 
@@ -110,13 +110,30 @@ _WORDING = Wording(stopped="the tree stopped at level {level}: released again wi
                            "of the levels below")
 
 
-def grow(engine, mech, grid, items, budgets, retry, step, stop=None):
+def grow(engine, mech, grid, items, budgets, retry, step, stop=None, ahead=None):
     """Release the tree level by level (``items[l]`` spends ``budgets[l]``; a level that
     releases nothing, or one ``stop`` names a reason for, is released once more with the
-    budget of the levels below, ``retry``), by :func:`~privclust.cluster._shifted_tree.grow`.
+    budget of the levels below, ``retry``), by :func:`~privclust.cluster._shifted_tree.grow`;
+    ``ahead``: the levels' cells and counts already counted (:func:`count_levels`).
     Returns its :class:`~privclust.cluster._shifted_tree.Level` per level reached."""
+    walk = None if ahead is None else CellWalk(engine, grid, ahead=dict(enumerate(
+        ahead.levels, start=1)))
     return _grow(engine, mech, grid, items, retry, step, budgets=budgets, wording=_WORDING,
-                 stop=stop)
+                 stop=stop, walk=walk)
+
+
+def count_levels(engine, grid, depth: int):
+    """The exact record count and the cells and counts of the tree's ``depth`` levels, in one
+    pass over the records (:func:`~privclust.engine._level_cells.level_cells`: the finest
+    level's cells counted densely, every coarser level read off them; the same cells and
+    counts as a pass per level), or None (a grid too fine to count densely, or a tree that
+    does not start at the root). Chosen from public values only (the grid and the bounds)."""
+    if grid.first != 1 or depth < 1:
+        return None
+    from ...engine._level_cells import level_cells
+
+    return level_cells(engine, grid.origin, np.stack([grid.width(lv) for lv in
+                                                      range(1, depth + 1)]))
 
 
 def mass_stop(n_hat: float, share: float):
