@@ -103,3 +103,25 @@ def test_candidate_lloyd_steps_add_each_centres_points_in_their_order():
         mass = np.asarray(member.sum(axis=1)).ravel()
         C = np.where((mass > 0)[:, None], (member @ P) / np.maximum(mass, 1e-300)[:, None], C)
     np.testing.assert_array_equal(select._lloyd(P, w, P[:7].copy()), C)
+
+
+def test_draws_are_where_searchsorted_puts_them():
+    rng = np.random.default_rng(5)
+    w = rng.integers(0, 3, size=(4, 40)).astype(float)  # zero increments: repeated sums
+    cum, u = np.cumsum(w, axis=1), rng.random((4, 9))
+    u[0, 0] = 0.0
+    want = np.stack([np.searchsorted(c, x * c[-1]) for c, x in zip(cum, u, strict=True)])
+    np.testing.assert_array_equal(select._draw(cum, u), np.minimum(want, 39))
+
+
+def test_seedings_from_the_table_of_distances_are_those_computed_per_trial(monkeypatch):
+    for d in (2, 9, 40):
+        rng = np.random.default_rng(d)
+        P = rng.normal(scale=30.0, size=(120, d))
+        w = rng.integers(0, 50, size=120).astype(float)
+        tabled = select._seedings(P, w, 60, 3, np.random.default_rng(1))
+        with monkeypatch.context() as m:
+            m.setattr(select, "SEED_TABLE", 0)
+            per_trial = select._seedings(P, w, 60, 3, np.random.default_rng(1))
+        for a, b in zip(tabled, per_trial, strict=True):
+            np.testing.assert_array_equal(a, b)

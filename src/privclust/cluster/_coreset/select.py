@@ -59,6 +59,9 @@ SAMPLE_CAP = 16000.0
 NEAR_CENTRES = 3
 #: :func:`candidate_centres`: Lloyd iterations at most per candidate and restart.
 CANDIDATE_MAX_ITER = 100
+#: :func:`_seedings`: the points' squared distances to one another are tabled for at most this
+#: many points.
+SEED_TABLE = 2048
 
 
 def candidate_ks(k_max: int) -> list[int]:
@@ -91,28 +94,42 @@ def _nearest(P, C) -> np.ndarray:
 
 def _draw(cum, u) -> np.ndarray:
     """Indices drawn in proportion to the increments of each row's cumulative sums ``cum``
-    (rows, m) at the uniforms ``u`` (rows, draws)."""
+    (rows, m) at the uniforms ``u`` (rows, draws): for each draw, how many of its row's sums
+    lie below ``u`` times the row's total (a row's sums do not decrease: the increments are at
+    least 0), which is where ``np.searchsorted`` would put it."""
     m = cum.shape[1]
-    idx = np.stack([np.searchsorted(c, x * c[-1]) for c, x in zip(cum, u, strict=True)])
+    idx = np.count_nonzero(cum[:, None, :] < (u * cum[:, -1:])[:, :, None], axis=2)
     return np.minimum(idx, m - 1)
+
+
+def _sq_distances(P, rows) -> np.ndarray:
+    """The squared distances from ``P[rows]`` to every point of ``P``, ``(len(rows), m)``,
+    each summed over the coordinates as :func:`_seedings` sums them."""
+    return ((P[None, :, :] - P[rows][:, None, :]) ** 2).sum(axis=2)
 
 
 def _seedings(P, w, k, n_init, rng) -> tuple[np.ndarray, np.ndarray]:
     """``n_init`` greedy k-means++ seedings (Arthur and Vassilvitskii 2007; ``2 + ln k`` trials
     per centre, the best kept, as scikit-learn does) of ``k`` of the weighted points, side by
     side. Each prefix is the seeding of its own length, so one run seeds every candidate k.
+    The points' squared distances to one another are computed once when the seedings would
+    compute more of them (up to ``SEED_TABLE`` points), then read for each trial.
     Returns ``(indices into P (n_init, k), weighted cost of every prefix (n_init, k))``."""
+    m = P.shape[0]
     rows = np.arange(n_init)
     trials = 2 + int(np.log(k))
+    table = _sq_distances(P, np.arange(m)) if m <= min(SEED_TABLE, k * n_init * trials) \
+        else None
     chosen = np.zeros((n_init, k), dtype=np.int64)
     costs = np.zeros((n_init, k))
     chosen[:, 0] = _draw(np.tile(np.cumsum(w), (n_init, 1)), rng.random((n_init, 1)))[:, 0]
-    best = ((P[None, :, :] - P[chosen[:, 0]][:, None, :]) ** 2).sum(axis=2)
+    best = _sq_distances(P, chosen[:, 0]) if table is None else table[chosen[:, 0]]
     costs[:, 0] = (best * w).sum(axis=1)
     for j in range(1, k):
         pot = best * w
         cand = _draw(np.cumsum(pot, axis=1), rng.random((n_init, trials)))
-        d2 = ((P[None, None, :, :] - P[cand][:, :, None, :]) ** 2).sum(axis=3)
+        d2 = _sq_distances(P, cand.ravel()).reshape(n_init, trials, m) if table is None \
+            else table[cand]
         new = np.minimum(best[:, None, :], d2)
         cost = (new * w).sum(axis=2)
         i = np.argmin(cost, axis=1)
