@@ -125,3 +125,44 @@ def test_seedings_from_the_table_of_distances_are_those_computed_per_trial(monke
             per_trial = select._seedings(P, w, 60, 3, np.random.default_rng(1))
         for a, b in zip(tabled, per_trial, strict=True):
             np.testing.assert_array_equal(a, b)
+
+
+def _near_reference(Y, cands, anchors, noise2):
+    """The near-centre score record by record, each candidate on its own (no sharing)."""
+    from scipy.spatial import cKDTree
+
+    anchor = cKDTree(anchors).query(Y)[1]
+    out = []
+    for C, off in zip(cands, noise2, strict=True):
+        if C.shape[0] < 2:
+            out.append(0.0)
+            continue
+        q = min(select.NEAR_CENTRES, C.shape[0])
+        da = ((anchors[:, None, :] - C[None, :, :]) ** 2).sum(axis=2)
+        near = np.argpartition(da, q - 1, axis=1)[:, :q] if q < C.shape[0] else \
+            np.tile(np.arange(q), (anchors.shape[0], 1))
+        diff = C[near[anchor]] - Y[:, None, :]
+        d2 = np.maximum(np.einsum("rqd,rqd->rq", diff, diff) - off[near[anchor]], 0.0)
+        if q < select.NEAR_CENTRES:
+            d2 = np.hstack([d2, np.full((d2.shape[0], 1), np.inf)])
+        a, b = np.sqrt(select._two_least(d2)[0]), np.sqrt(select._two_least(d2)[1])
+        with np.errstate(invalid="ignore", divide="ignore"):
+            s = np.clip(np.where(b > 0, (b - a) / b, 0.0), 0.0, 1.0)
+        out.append(int(np.floor(s * select.SCORE_UNITS).astype(np.int64).sum())
+                   / select.SCORE_UNITS)
+    return np.array(out)
+
+
+def test_near_scores_sharing_centres_are_those_of_each_candidate_on_its_own():
+    # candidates that share centres bit for bit (a copy, a candidate holding another's centres
+    # and two of them twice) are scored as each would be alone, record by record
+    for d in (2, 9):
+        rng = np.random.default_rng(d)
+        centres = rng.uniform(-50, 50, size=(12, d))
+        Y = np.vstack([c + rng.normal(size=(150, d)) for c in centres])
+        anchors = centres + rng.normal(size=centres.shape)
+        cands = [centres[:k] + rng.normal(scale=0.3, size=(k, d)) for k in (1, 2, 3, 6, 12)]
+        cands += [cands[3].copy(), np.vstack([cands[4], cands[4][:2]])]
+        noise2 = [rng.uniform(0, 2, c.shape[0]) * (rng.random(c.shape[0]) < 0.7) for c in cands]
+        np.testing.assert_array_equal(silhouette_sums_near(Y, cands, anchors, noise2),
+                                      _near_reference(Y, cands, anchors, noise2))

@@ -219,13 +219,21 @@ def silhouette_sum(Y, centres) -> float:
     return total / SCORE_UNITS
 
 
-def _near_centres(anchors, centres, near: int) -> np.ndarray:
-    """The ``near`` centres nearest each anchor (public values only), ``(m, near)``."""
-    d2 = ((anchors[:, None, :] - centres[None, :, :]) ** 2).sum(axis=2)
-    q = min(near, centres.shape[0])
-    part = np.argpartition(d2, q - 1, axis=1)[:, :q] if q < centres.shape[0] else \
-        np.tile(np.arange(q), (anchors.shape[0], 1))
+def _near_centres(d2, near: int) -> np.ndarray:
+    """The ``near`` centres nearest each anchor, ``(m, near)``, from the anchors' squared
+    distances to the centres ``d2`` (m, k) (public values only)."""
+    q = min(near, d2.shape[1])
+    part = np.argpartition(d2, q - 1, axis=1)[:, :q] if q < d2.shape[1] else \
+        np.tile(np.arange(q), (d2.shape[0], 1))
     return part
+
+
+def _anchor_distances(anchors, centres) -> np.ndarray:
+    """The squared distances from every anchor to every centre, ``(m, k)``, each distinct
+    centre's computed once (candidates fitted on the same points share many centres)."""
+    distinct, ident = np.unique(centres, axis=0, return_inverse=True)
+    d2 = ((anchors[:, None, :] - distinct[None, :, :]) ** 2).sum(axis=2)
+    return d2[:, ident.reshape(-1)]
 
 
 def _two_least(d2):
@@ -238,13 +246,53 @@ def _two_least(d2):
     return part[..., 0], part[..., 1]
 
 
+def _distinct_near(stack, off, near):
+    """Per anchor, the distinct ``(centre, offset)`` pairs among its candidates' near centres
+    (``near``: rows of ``stack`` and ``off``, ``(m, L, q)``; public values only): candidates
+    fitted on the same points share many centres bit for bit, and a record's squared distance
+    to such a centre is then computed once. Returns ``(centres (m, u, d), offsets (m, u),
+    positions (m, L * q) of each near centre among its anchor's u)``; rows past an anchor's
+    own pairs repeat the last row of ``stack`` (the sentinel at infinity)."""
+    m = near.shape[0]
+    keys = np.concatenate([stack, off[:, None]], axis=1)
+    _, first, ident = np.unique(keys, axis=0, return_index=True, return_inverse=True)
+    g = ident.reshape(-1)[near.reshape(m, -1)]  # value-identity of every near centre
+    order = np.argsort(g, axis=1, kind="stable")
+    ranked = np.take_along_axis(g, order, axis=1)
+    new = np.ones(ranked.shape, dtype=bool)
+    new[:, 1:] = ranked[:, 1:] != ranked[:, :-1]
+    rank = np.cumsum(new, axis=1) - 1
+    slots = np.full((m, int(rank[:, -1].max()) + 1), stack.shape[0] - 1, dtype=np.int64)
+    slots[np.nonzero(new)[0], rank[new]] = first[ranked[new]]
+    which = np.empty_like(rank)
+    np.put_along_axis(which, order, rank, axis=1)
+    return stack[slots], off[slots], which
+
+
+def _anchor_terms(x, centres, off, which, n_cands) -> np.ndarray:
+    """Every candidate's sum of the terms of the records ``x`` (rows) of one anchor, in units
+    of ``1 / SCORE_UNITS`` (:func:`silhouette_sums_near`): ``centres`` and ``off``, the
+    anchor's distinct near centres and their noise; ``which``, where each candidate's near
+    centres lie among them."""
+    diff = centres[None, :, :] - x[:, None, :]
+    d2 = np.einsum("rud,rud->ru", diff, diff)
+    if off is not None:
+        d2 = np.maximum(d2 - off, 0.0)
+    a, b = _two_least(d2[:, which].reshape(x.shape[0], n_cands, NEAR_CENTRES))
+    a, b = np.sqrt(a), np.sqrt(b)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        s = np.clip(np.where(b > 0, (b - a) / b, 0.0), 0.0, 1.0)
+    return np.floor(s * SCORE_UNITS).astype(np.int64).sum(axis=0)
+
+
 def silhouette_sums_near(Y, candidates, anchors, noise2=None) -> np.ndarray:
     """Every candidate's ``sum_x s(x)`` over the rows of ``Y``, with ``a`` and ``b`` the two
     least distances from ``x`` to the ``NEAR_CENTRES`` centres of the candidate nearest the
     public anchor nearest ``x`` (``anchors``: the points the candidates were fitted on): the
     simplified silhouette wherever the record's two nearest centres are among them, as they
     are for a record near its anchor. A row's anchor is found once for all the candidates (a
-    k-d tree over the anchors), and the candidates are scored together. ``noise2``: per
+    k-d tree over the anchors), and the candidates are scored together, each distinct centre
+    near the anchor once. ``noise2``: per
     candidate, the expected squared noise of each centre (public: the noise scales of the
     releases it was made of), taken off the squared distances to that centre (at least 0), so
     that ``a`` and ``b`` estimate the distances to the clusters' means rather than to their
@@ -258,36 +306,34 @@ def silhouette_sums_near(Y, candidates, anchors, noise2=None) -> np.ndarray:
     if not live or Y.shape[0] == 0 or A.shape[0] == 0:
         return scores
     d = A.shape[1]
-    parts, offs, start = [], [], 0
+    parts = [np.asarray(candidates[i], dtype=np.float64) for i in live]
+    d2_at = _anchor_distances(A, np.vstack(parts))
+    offs, start = [], 0
     near = np.empty((A.shape[0], len(live), NEAR_CENTRES), np.int64)
-    for col, i in enumerate(live):
-        C = np.asarray(candidates[i], dtype=np.float64)
-        idx = _near_centres(A, C, NEAR_CENTRES)
+    for col, (i, C) in enumerate(zip(live, parts, strict=True)):
+        idx = _near_centres(d2_at[:, start:start + C.shape[0]], NEAR_CENTRES)
         near[:, col, :idx.shape[1]] = idx + start
         near[:, col, idx.shape[1]:] = -1  # the sentinel: a centre at infinity
-        parts.append(C)
         offs.append(np.zeros(C.shape[0]) if noise2 is None else np.asarray(noise2[i], float))
         start += C.shape[0]
     stack = np.vstack(parts + [np.full((1, d), np.inf)])
     off = np.concatenate(offs + [np.zeros(1)])
-    # per anchor, its candidates' near centres and their noise, gathered once: a record then
-    # reads one block, that of its anchor
-    near_at, off_at = np.take(stack, near, axis=0), np.take(off, near)
+    # per anchor, its candidates' distinct near centres and their noise, gathered once: a
+    # record then reads one block, that of its anchor
+    cen_at, off_at, which = _distinct_near(stack, off, near)
     tree = cKDTree(A)
+    anchor = np.concatenate([tree.query(np.asarray(Y[lo:lo + _ROWS], dtype=np.float64))[1]
+                             for lo in range(0, Y.shape[0], _ROWS)])
+    order = np.argsort(anchor, kind="stable")  # the records of each anchor together
     totals = np.zeros(len(live), dtype=np.int64)
-    rows = max(256, (1 << 20) // (len(live) * NEAR_CENTRES * d))
+    rows = max(256, (1 << 20) // (cen_at.shape[1] * d))
     for lo in range(0, Y.shape[0], rows):
-        x = np.asarray(Y[lo:lo + rows], dtype=np.float64)
-        anchor = tree.query(x)[1]
-        diff = np.take(near_at, anchor, axis=0) - x[:, None, None, :]
-        d2 = np.einsum("rlqd,rlqd->rlq", diff, diff)
-        if noise2 is not None:
-            d2 = np.maximum(d2 - np.take(off_at, anchor, axis=0), 0.0)
-        a, b = _two_least(d2)
-        a, b = np.sqrt(a), np.sqrt(b)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            s = np.clip(np.where(b > 0, (b - a) / b, 0.0), 0.0, 1.0)
-        totals += np.floor(s * SCORE_UNITS).astype(np.int64).sum(axis=0)
+        idx = order[lo:lo + rows]
+        x, at = np.asarray(Y[idx], dtype=np.float64), anchor[idx]
+        cuts = np.flatnonzero(at[1:] != at[:-1]) + 1
+        for s0, s1 in zip(np.r_[0, cuts], np.r_[cuts, idx.size], strict=True):
+            totals += _anchor_terms(x[s0:s1], cen_at[at[s0]], None if noise2 is None else
+                                    off_at[at[s0]], which[at[s0]], len(live))
     scores[live] = totals / SCORE_UNITS
     return scores
 
