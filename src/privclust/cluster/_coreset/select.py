@@ -35,11 +35,13 @@ embedding's 10 classes, where the records' silhouette chooses 10.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 from scipy.spatial import cKDTree
 from sklearn.cluster import KMeans
 
-from ..._parallel import on_cores
+from ..._parallel import N_THREADS, on_cores, on_cores_per_thread
 
 __all__ = ["SAMPLE_CAP", "SCORE_UNITS", "candidate_centres", "candidate_ks", "fit_centres",
            "poisson_sample", "score_rate", "silhouette_sum", "silhouette_sums",
@@ -57,6 +59,9 @@ SAMPLE_CAP = 16000.0
 #: :func:`silhouette_sums_near`: a record's two nearest centres are sought among the centres
 #: nearest its anchor, this many of them.
 NEAR_CENTRES = 3
+#: :func:`silhouette_sums_near`: the records are scored in at least this many chunks (shared
+#: among the cores; each chunk's sums are integers, added in any order).
+SCORE_CHUNKS = 8
 #: :func:`candidate_centres`: Lloyd iterations at most per candidate and restart.
 CANDIDATE_MAX_ITER = 100
 #: :func:`_seedings`: the points' squared distances to one another are tabled for at most this
@@ -246,43 +251,68 @@ def _two_least(d2):
     return part[..., 0], part[..., 1]
 
 
-def _distinct_near(stack, off, near):
-    """Per anchor, the distinct ``(centre, offset)`` pairs among its candidates' near centres
-    (``near``: rows of ``stack`` and ``off``, ``(m, L, q)``; public values only): candidates
-    fitted on the same points share many centres bit for bit, and a record's squared distance
-    to such a centre is then computed once. Returns ``(centres (m, u, d), offsets (m, u),
-    positions (m, L * q) of each near centre among its anchor's u)``; rows past an anchor's
-    own pairs repeat the last row of ``stack`` (the sentinel at infinity)."""
-    m = near.shape[0]
-    keys = np.concatenate([stack, off[:, None]], axis=1)
-    _, first, ident = np.unique(keys, axis=0, return_index=True, return_inverse=True)
-    g = ident.reshape(-1)[near.reshape(m, -1)]  # value-identity of every near centre
+def _distinct_per_row(g, fill: int):
+    """The distinct values of each row of ``g`` (m, n): ``(values (m, u), padded with
+    ``fill``; where each entry of ``g`` lies among its row's values (m, n); how many values
+    each row has (m,))``."""
     order = np.argsort(g, axis=1, kind="stable")
     ranked = np.take_along_axis(g, order, axis=1)
     new = np.ones(ranked.shape, dtype=bool)
     new[:, 1:] = ranked[:, 1:] != ranked[:, :-1]
     rank = np.cumsum(new, axis=1) - 1
-    slots = np.full((m, int(rank[:, -1].max()) + 1), stack.shape[0] - 1, dtype=np.int64)
-    slots[np.nonzero(new)[0], rank[new]] = first[ranked[new]]
-    which = np.empty_like(rank)
-    np.put_along_axis(which, order, rank, axis=1)
-    return stack[slots], off[slots], which
+    values = np.full((g.shape[0], int(rank[:, -1].max()) + 1), fill, dtype=np.int64)
+    values[np.nonzero(new)[0], rank[new]] = ranked[new]
+    where = np.empty_like(rank)
+    np.put_along_axis(where, order, rank, axis=1)
+    return values, where, rank[:, -1] + 1
 
 
-def _anchor_terms(x, centres, off, which, n_cands) -> np.ndarray:
-    """Every candidate's sum of the terms of the records ``x`` (rows) of one anchor, in units
-    of ``1 / SCORE_UNITS`` (:func:`silhouette_sums_near`): ``centres`` and ``off``, the
-    anchor's distinct near centres and their noise; ``which``, where each candidate's near
-    centres lie among them."""
-    diff = centres[None, :, :] - x[:, None, :]
+class _AnchorBlocks(NamedTuple):
+    """Per anchor (public values only): its candidates' distinct near ``(centre, offset)``
+    pairs, ``centres`` (m, u, d) and ``off`` (m, u), ``pairs`` of them (m,); the distinct
+    sets of near pairs among the candidates, ``triples`` (m, t, q) (positions among the
+    pairs, in increasing order), ``sets`` of them (m,); and each candidate's set ``of`` (m, L).
+    Candidates fitted on the same points share many centres bit for bit: a record's squared
+    distance to a shared pair is computed once, and its term for a shared set once."""
+
+    centres: np.ndarray
+    off: np.ndarray
+    pairs: np.ndarray
+    triples: np.ndarray
+    sets: np.ndarray
+    of: np.ndarray
+
+
+def _anchor_blocks(stack, off, near) -> _AnchorBlocks:
+    """:class:`_AnchorBlocks` of the near centres ``near`` (m, L, q): rows of ``stack`` and
+    ``off``, whose last row is the sentinel at infinity (also the padding)."""
+    m, n_cands, q = near.shape
+    keys = np.concatenate([stack, off[:, None]], axis=1)
+    _, first, ident = np.unique(keys, axis=0, return_index=True, return_inverse=True)
+    ident = ident.reshape(-1)
+    slots, which, pairs = _distinct_per_row(ident[near.reshape(m, -1)], ident[-1])
+    rows = first[slots]
+    u = slots.shape[1]
+    tri = np.sort(which.reshape(m, n_cands, q), axis=2)
+    code = (tri * u ** np.arange(q - 1, -1, -1)).sum(axis=2)
+    sets, of, n_sets = _distinct_per_row(code, int(code[0, 0]))
+    triples = sets[:, :, None] // u ** np.arange(q - 1, -1, -1) % u
+    return _AnchorBlocks(stack[rows], off[rows], pairs, triples, n_sets, of)
+
+
+def _anchor_terms(x, blocks, j, with_off: bool) -> np.ndarray:
+    """Every candidate's sum of the terms of the records ``x`` (rows) of anchor ``j``, in units
+    of ``1 / SCORE_UNITS`` (:func:`silhouette_sums_near`; ``blocks``: :class:`_AnchorBlocks`)."""
+    u, t = blocks.pairs[j], blocks.sets[j]
+    diff = blocks.centres[j, :u][None, :, :] - x[:, None, :]
     d2 = np.einsum("rud,rud->ru", diff, diff)
-    if off is not None:
-        d2 = np.maximum(d2 - off, 0.0)
-    a, b = _two_least(d2[:, which].reshape(x.shape[0], n_cands, NEAR_CENTRES))
+    if with_off:
+        d2 = np.maximum(d2 - blocks.off[j, :u], 0.0)
+    a, b = _two_least(d2[:, blocks.triples[j, :t].reshape(-1)].reshape(x.shape[0], t, -1))
     a, b = np.sqrt(a), np.sqrt(b)
     with np.errstate(invalid="ignore", divide="ignore"):
         s = np.clip(np.where(b > 0, (b - a) / b, 0.0), 0.0, 1.0)
-    return np.floor(s * SCORE_UNITS).astype(np.int64).sum(axis=0)
+    return np.floor(s * SCORE_UNITS).astype(np.int64).sum(axis=0)[blocks.of[j]]
 
 
 def silhouette_sums_near(Y, candidates, anchors, noise2=None) -> np.ndarray:
@@ -291,15 +321,15 @@ def silhouette_sums_near(Y, candidates, anchors, noise2=None) -> np.ndarray:
     public anchor nearest ``x`` (``anchors``: the points the candidates were fitted on): the
     simplified silhouette wherever the record's two nearest centres are among them, as they
     are for a record near its anchor. A row's anchor is found once for all the candidates (a
-    k-d tree over the anchors), and the candidates are scored together, each distinct centre
-    near the anchor once. ``noise2``: per
-    candidate, the expected squared noise of each centre (public: the noise scales of the
-    releases it was made of), taken off the squared distances to that centre (at least 0), so
-    that ``a`` and ``b`` estimate the distances to the clusters' means rather than to their
-    noisy estimates (a candidate of many noisy centres is not marked down for their noise).
-    Each term is a function of the record and public values alone, in ``[0, 1]``, rounded down
-    to a multiple of ``1 / SCORE_UNITS`` and added exactly: one record changes each sum by at
-    most 1, whatever the other records and the rows' chunks."""
+    k-d tree over the anchors), and the candidates are scored together, the records of one
+    anchor at a time (:class:`_AnchorBlocks`: what the candidates share is computed once).
+    ``noise2``: per candidate, the expected squared noise of each centre (public: the noise
+    scales of the releases it was made of), taken off the squared distances to that centre
+    (at least 0), so that ``a`` and ``b`` estimate the distances to the clusters' means rather
+    than to their noisy estimates (a candidate of many noisy centres is not marked down for
+    their noise). Each term is a function of the record and public values alone, in
+    ``[0, 1]``, rounded down to a multiple of ``1 / SCORE_UNITS`` and added exactly: one
+    record changes each sum by at most 1, whatever the other records and the rows' chunks."""
     A = np.asarray(anchors, dtype=np.float64)
     live = [i for i, c in enumerate(candidates) if np.asarray(c).shape[0] >= 2]
     scores = np.zeros(len(candidates))
@@ -316,24 +346,25 @@ def silhouette_sums_near(Y, candidates, anchors, noise2=None) -> np.ndarray:
         near[:, col, idx.shape[1]:] = -1  # the sentinel: a centre at infinity
         offs.append(np.zeros(C.shape[0]) if noise2 is None else np.asarray(noise2[i], float))
         start += C.shape[0]
-    stack = np.vstack(parts + [np.full((1, d), np.inf)])
-    off = np.concatenate(offs + [np.zeros(1)])
-    # per anchor, its candidates' distinct near centres and their noise, gathered once: a
-    # record then reads one block, that of its anchor
-    cen_at, off_at, which = _distinct_near(stack, off, near)
+    blocks = _anchor_blocks(np.vstack(parts + [np.full((1, d), np.inf)]),
+                            np.concatenate(offs + [np.zeros(1)]), near)
     tree = cKDTree(A)
-    anchor = np.concatenate([tree.query(np.asarray(Y[lo:lo + _ROWS], dtype=np.float64))[1]
+    anchor = np.concatenate([tree.query(np.asarray(Y[lo:lo + _ROWS], dtype=np.float64),
+                                        workers=N_THREADS)[1]
                              for lo in range(0, Y.shape[0], _ROWS)])
     order = np.argsort(anchor, kind="stable")  # the records of each anchor together
-    totals = np.zeros(len(live), dtype=np.int64)
-    rows = max(256, (1 << 20) // (cen_at.shape[1] * d))
-    for lo in range(0, Y.shape[0], rows):
+    rows = max(256, min((1 << 20) // (blocks.centres.shape[1] * d),
+                        -(-Y.shape[0] // SCORE_CHUNKS)))
+
+    def chunk(acc, lo):
         idx = order[lo:lo + rows]
         x, at = np.asarray(Y[idx], dtype=np.float64), anchor[idx]
         cuts = np.flatnonzero(at[1:] != at[:-1]) + 1
         for s0, s1 in zip(np.r_[0, cuts], np.r_[cuts, idx.size], strict=True):
-            totals += _anchor_terms(x[s0:s1], cen_at[at[s0]], None if noise2 is None else
-                                    off_at[at[s0]], which[at[s0]], len(live))
+            acc += _anchor_terms(x[s0:s1], blocks, at[s0], noise2 is not None)
+
+    totals = sum(on_cores_per_thread(lambda: np.zeros(len(live), dtype=np.int64), chunk,
+                                     range(0, Y.shape[0], rows)), np.zeros(len(live), np.int64))
     scores[live] = totals / SCORE_UNITS
     return scores
 
