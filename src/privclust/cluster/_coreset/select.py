@@ -245,10 +245,19 @@ def _two_least(d2):
     """The least and second-least values along the last axis of ``d2`` (exact: ``NEAR_CENTRES``
     = 3 by a sorting network of minima and maxima, otherwise a partition)."""
     if d2.shape[-1] == 3:
-        lo, hi = np.minimum(d2[..., 0], d2[..., 1]), np.maximum(d2[..., 0], d2[..., 1])
-        return np.minimum(lo, d2[..., 2]), np.minimum(hi, np.maximum(lo, d2[..., 2]))
+        return _two_least_of([d2[..., 0], d2[..., 1], d2[..., 2]])
     part = np.partition(d2, 1, axis=-1)
     return part[..., 0], part[..., 1]
+
+
+def _two_least_of(planes):
+    """:func:`_two_least` of the arrays ``planes`` taken elementwise (three: the sorting
+    network, on each array whole)."""
+    if len(planes) == 3:
+        d0, d1, d2 = planes
+        lo, hi = np.minimum(d0, d1), np.maximum(d0, d1)
+        return np.minimum(lo, d2), np.minimum(hi, np.maximum(lo, d2))
+    return _two_least(np.stack(planes, axis=-1))
 
 
 def _distinct_per_row(g, fill: int):
@@ -300,15 +309,29 @@ def _anchor_blocks(stack, off, near) -> _AnchorBlocks:
     return _AnchorBlocks(stack[rows], off[rows], pairs, triples, n_sets, of)
 
 
+def _sq_distances_to(x, centres) -> np.ndarray:
+    """``(rows, u)`` squared distances from the rows of ``x`` to ``centres``, each summed over
+    the coordinates as ``np.einsum`` sums a row's products; up to two coordinates, one
+    coordinate at a time on whole arrays (the same sums: two terms add one way)."""
+    if x.shape[1] <= 2:
+        out = None
+        for j in range(x.shape[1]):
+            diff = centres[None, :, j] - x[:, j, None]
+            out = diff * diff if out is None else out + diff * diff
+        return out
+    diff = centres[None, :, :] - x[:, None, :]
+    return np.einsum("rud,rud->ru", diff, diff)
+
+
 def _anchor_terms(x, blocks, j, with_off: bool) -> np.ndarray:
     """Every candidate's sum of the terms of the records ``x`` (rows) of anchor ``j``, in units
     of ``1 / SCORE_UNITS`` (:func:`silhouette_sums_near`; ``blocks``: :class:`_AnchorBlocks`)."""
     u, t = blocks.pairs[j], blocks.sets[j]
-    diff = blocks.centres[j, :u][None, :, :] - x[:, None, :]
-    d2 = np.einsum("rud,rud->ru", diff, diff)
+    d2 = _sq_distances_to(x, blocks.centres[j, :u])
     if with_off:
         d2 = np.maximum(d2 - blocks.off[j, :u], 0.0)
-    a, b = _two_least(d2[:, blocks.triples[j, :t].reshape(-1)].reshape(x.shape[0], t, -1))
+    tri = blocks.triples[j, :t]
+    a, b = _two_least_of([d2[:, tri[:, i]] for i in range(tri.shape[1])])
     a, b = np.sqrt(a), np.sqrt(b)
     with np.errstate(invalid="ignore", divide="ignore"):
         s = np.clip(np.where(b > 0, (b - a) / b, 0.0), 0.0, 1.0)
