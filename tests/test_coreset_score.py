@@ -166,3 +166,17 @@ def test_near_scores_sharing_centres_are_those_of_each_candidate_on_its_own():
         noise2 = [rng.uniform(0, 2, c.shape[0]) * (rng.random(c.shape[0]) < 0.7) for c in cands]
         np.testing.assert_array_equal(silhouette_sums_near(Y, cands, anchors, noise2),
                                       _near_reference(Y, cands, anchors, noise2))
+
+
+def test_squared_distances_are_numpys_sums_bit_for_bit():
+    # up to two coordinates they are added one coordinate at a time: the same bits as NumPy's
+    # sum along the last axis (and einsum's for the records' distances)
+    rng = np.random.default_rng(6)
+    for d in (1, 2, 3, 7):
+        P = rng.normal(scale=1e3, size=(200, d))
+        Q = rng.normal(size=(150, d))
+        np.testing.assert_array_equal(select._pair_sq(P, Q),
+                                      ((Q[None, :, :] - P[:, None, :]) ** 2).sum(axis=2))
+        diff = Q[None, :, :] - P[:, None, :]
+        np.testing.assert_array_equal(select._sq_distances_to(P, Q),
+                                      np.einsum("rud,rud->ru", diff, diff))

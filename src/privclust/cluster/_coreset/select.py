@@ -107,10 +107,23 @@ def _draw(cum, u) -> np.ndarray:
     return np.minimum(idx, m - 1)
 
 
+def _pair_sq(P, Q) -> np.ndarray:
+    """The squared distances from every row of ``P`` to every row of ``Q``, ``(len(P),
+    len(Q))``, each summed over the coordinates as NumPy sums along a last axis; up to two
+    coordinates, one coordinate at a time on whole arrays (the same sums: two terms add one
+    way)."""
+    if P.shape[1] > 2:
+        return ((Q[None, :, :] - P[:, None, :]) ** 2).sum(axis=2)
+    out = np.zeros((P.shape[0], Q.shape[0]))
+    for j in range(P.shape[1]):
+        diff = Q[None, :, j] - P[:, j, None]
+        out += diff * diff
+    return out
+
+
 def _sq_distances(P, rows) -> np.ndarray:
-    """The squared distances from ``P[rows]`` to every point of ``P``, ``(len(rows), m)``,
-    each summed over the coordinates as :func:`_seedings` sums them."""
-    return ((P[None, :, :] - P[rows][:, None, :]) ** 2).sum(axis=2)
+    """The squared distances from ``P[rows]`` to every point of ``P``, ``(len(rows), m)``."""
+    return _pair_sq(P[rows], P)
 
 
 def _seedings(P, w, k, n_init, rng) -> tuple[np.ndarray, np.ndarray]:
@@ -237,7 +250,7 @@ def _anchor_distances(anchors, centres) -> np.ndarray:
     """The squared distances from every anchor to every centre, ``(m, k)``, each distinct
     centre's computed once (candidates fitted on the same points share many centres)."""
     distinct, ident = np.unique(centres, axis=0, return_inverse=True)
-    d2 = ((anchors[:, None, :] - distinct[None, :, :]) ** 2).sum(axis=2)
+    d2 = _pair_sq(anchors, distinct)
     return d2[:, ident.reshape(-1)]
 
 
