@@ -180,3 +180,19 @@ def test_squared_distances_are_numpys_sums_bit_for_bit():
         diff = Q[None, :, :] - P[:, None, :]
         np.testing.assert_array_equal(select._sq_distances_to(P, Q),
                                       np.einsum("rud,rud->ru", diff, diff))
+
+
+def test_near_scores_shared_among_threads_are_those_of_one_thread(monkeypatch):
+    # the records' chunks go to a pool of threads (each adds integers of its own): the same sums
+    from privclust import _parallel
+
+    rng = np.random.default_rng(7)
+    centres = rng.uniform(-50, 50, size=(10, 3))
+    Y = np.vstack([c + rng.normal(size=(400, 3)) for c in centres])
+    cands = [centres[:k] + rng.normal(scale=0.5, size=(k, 3)) for k in (2, 5, 10)]
+    monkeypatch.setattr(_parallel, "N_THREADS", 2)
+    pooled = silhouette_sums_near(Y, cands, centres)
+    monkeypatch.setattr(_parallel, "N_THREADS", 1)
+    np.testing.assert_array_equal(silhouette_sums_near(Y, cands, centres), pooled)
+    np.testing.assert_array_equal(pooled, _near_reference(Y, cands, centres,
+                                                          [np.zeros(c.shape[0]) for c in cands]))

@@ -41,7 +41,7 @@ import numpy as np
 from scipy.spatial import cKDTree
 from sklearn.cluster import KMeans
 
-from ..._parallel import N_THREADS, on_cores, on_cores_per_thread
+from ..._parallel import on_cores, on_cores_per_thread
 
 __all__ = ["SAMPLE_CAP", "SCORE_UNITS", "candidate_centres", "candidate_ks", "fit_centres",
            "poisson_sample", "score_rate", "silhouette_sum", "silhouette_sums",
@@ -385,12 +385,15 @@ def silhouette_sums_near(Y, candidates, anchors, noise2=None) -> np.ndarray:
     blocks = _anchor_blocks(np.vstack(parts + [np.full((1, d), np.inf)]),
                             np.concatenate(offs + [np.zeros(1)]), near)
     tree = cKDTree(A)
-    anchor = np.concatenate([tree.query(np.asarray(Y[lo:lo + _ROWS], dtype=np.float64),
-                                        workers=N_THREADS)[1]
-                             for lo in range(0, Y.shape[0], _ROWS)])
-    order = np.argsort(anchor, kind="stable")  # the records of each anchor together
     rows = max(256, min((1 << 20) // (blocks.centres.shape[1] * d),
                         -(-Y.shape[0] // SCORE_CHUNKS)))
+    anchor = np.empty(Y.shape[0], dtype=np.int64)
+
+    def nearest(lo):
+        anchor[lo:lo + rows] = tree.query(np.asarray(Y[lo:lo + rows], dtype=np.float64))[1]
+
+    on_cores(nearest, range(0, Y.shape[0], rows))
+    order = np.argsort(anchor, kind="stable")  # the records of each anchor together
 
     def chunk(acc, lo):
         idx = order[lo:lo + rows]
