@@ -24,7 +24,14 @@ sampling would also amplify privacy; no amplification is claimed). The candidate
 :func:`candidate_centres`: one greedy k-means++ seeding per restart up to the largest k, whose
 prefixes seed every smaller k, then Lloyd's iterations on the weighted points (NumPy), instead of
 one scikit-learn ``KMeans`` per k (measured: 52 candidates on 338 points took 4.9 s on one
-thread, 0.1 s now).
+thread, 0.1 s now); the seedings read the points' squared distances from one table.
+
+The candidates share most of their centres bit for bit (fitted on the same points, the same
+groups give the same means), so :func:`silhouette_sums_near` computes what they share once: per
+anchor, a record's squared distance to each distinct near centre, and its term for each distinct
+set of near centres. Every candidate's sum is the one it would have alone, bit for bit; only
+the work is shared (on gen_many80_2d at epsilon 0.25, 16,000 sampled records and 45
+candidates: about 54 distinct centres and 26 distinct sets per anchor, against 135 and 45).
 
 Why not a criterion on the coreset itself: its points are cells of the tree, coarser than the
 clusters' own spread. Measured: without the cells' spread, the weighted silhouette, BIC and
