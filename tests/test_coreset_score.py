@@ -103,3 +103,96 @@ def test_candidate_lloyd_steps_add_each_centres_points_in_their_order():
         mass = np.asarray(member.sum(axis=1)).ravel()
         C = np.where((mass > 0)[:, None], (member @ P) / np.maximum(mass, 1e-300)[:, None], C)
     np.testing.assert_array_equal(select._lloyd(P, w, P[:7].copy()), C)
+
+
+def test_draws_are_where_searchsorted_puts_them():
+    rng = np.random.default_rng(5)
+    w = rng.integers(0, 3, size=(4, 40)).astype(float)  # zero increments: repeated sums
+    cum, u = np.cumsum(w, axis=1), rng.random((4, 9))
+    u[0, 0] = 0.0
+    want = np.stack([np.searchsorted(c, x * c[-1]) for c, x in zip(cum, u, strict=True)])
+    np.testing.assert_array_equal(select._draw(cum, u), np.minimum(want, 39))
+
+
+def test_seedings_from_the_table_of_distances_are_those_computed_per_trial(monkeypatch):
+    for d in (2, 9, 40):
+        rng = np.random.default_rng(d)
+        P = rng.normal(scale=30.0, size=(120, d))
+        w = rng.integers(0, 50, size=120).astype(float)
+        tabled = select._seedings(P, w, 60, 3, np.random.default_rng(1))
+        with monkeypatch.context() as m:
+            m.setattr(select, "SEED_TABLE", 0)
+            per_trial = select._seedings(P, w, 60, 3, np.random.default_rng(1))
+        for a, b in zip(tabled, per_trial, strict=True):
+            np.testing.assert_array_equal(a, b)
+
+
+def _near_reference(Y, cands, anchors, noise2):
+    """The near-centre score record by record, each candidate on its own (no sharing)."""
+    from scipy.spatial import cKDTree
+
+    anchor = cKDTree(anchors).query(Y)[1]
+    out = []
+    for C, off in zip(cands, noise2, strict=True):
+        if C.shape[0] < 2:
+            out.append(0.0)
+            continue
+        q = min(select.NEAR_CENTRES, C.shape[0])
+        da = ((anchors[:, None, :] - C[None, :, :]) ** 2).sum(axis=2)
+        near = np.argpartition(da, q - 1, axis=1)[:, :q] if q < C.shape[0] else \
+            np.tile(np.arange(q), (anchors.shape[0], 1))
+        diff = C[near[anchor]] - Y[:, None, :]
+        d2 = np.maximum(np.einsum("rqd,rqd->rq", diff, diff) - off[near[anchor]], 0.0)
+        if q < select.NEAR_CENTRES:
+            d2 = np.hstack([d2, np.full((d2.shape[0], 1), np.inf)])
+        a, b = np.sqrt(select._two_least(d2)[0]), np.sqrt(select._two_least(d2)[1])
+        with np.errstate(invalid="ignore", divide="ignore"):
+            s = np.clip(np.where(b > 0, (b - a) / b, 0.0), 0.0, 1.0)
+        out.append(int(np.floor(s * select.SCORE_UNITS).astype(np.int64).sum())
+                   / select.SCORE_UNITS)
+    return np.array(out)
+
+
+def test_near_scores_sharing_centres_are_those_of_each_candidate_on_its_own():
+    # candidates that share centres bit for bit (a copy, a candidate holding another's centres
+    # and two of them twice) are scored as each would be alone, record by record
+    for d in (2, 9):
+        rng = np.random.default_rng(d)
+        centres = rng.uniform(-50, 50, size=(12, d))
+        Y = np.vstack([c + rng.normal(size=(150, d)) for c in centres])
+        anchors = centres + rng.normal(size=centres.shape)
+        cands = [centres[:k] + rng.normal(scale=0.3, size=(k, d)) for k in (1, 2, 3, 6, 12)]
+        cands += [cands[3].copy(), np.vstack([cands[4], cands[4][:2]])]
+        noise2 = [rng.uniform(0, 2, c.shape[0]) * (rng.random(c.shape[0]) < 0.7) for c in cands]
+        np.testing.assert_array_equal(silhouette_sums_near(Y, cands, anchors, noise2),
+                                      _near_reference(Y, cands, anchors, noise2))
+
+
+def test_squared_distances_are_numpys_sums_bit_for_bit():
+    # up to two coordinates they are added one coordinate at a time: the same bits as NumPy's
+    # sum along the last axis (and einsum's for the records' distances)
+    rng = np.random.default_rng(6)
+    for d in (1, 2, 3, 7):
+        P = rng.normal(scale=1e3, size=(200, d))
+        Q = rng.normal(size=(150, d))
+        np.testing.assert_array_equal(select._pair_sq(P, Q),
+                                      ((Q[None, :, :] - P[:, None, :]) ** 2).sum(axis=2))
+        diff = Q[None, :, :] - P[:, None, :]
+        np.testing.assert_array_equal(select._sq_distances_to(P, Q),
+                                      np.einsum("rud,rud->ru", diff, diff))
+
+
+def test_near_scores_shared_among_threads_are_those_of_one_thread(monkeypatch):
+    # the records' chunks go to a pool of threads (each adds integers of its own): the same sums
+    from privclust import _parallel
+
+    rng = np.random.default_rng(7)
+    centres = rng.uniform(-50, 50, size=(10, 3))
+    Y = np.vstack([c + rng.normal(size=(400, 3)) for c in centres])
+    cands = [centres[:k] + rng.normal(scale=0.5, size=(k, 3)) for k in (2, 5, 10)]
+    monkeypatch.setattr(_parallel, "N_THREADS", 2)
+    pooled = silhouette_sums_near(Y, cands, centres)
+    monkeypatch.setattr(_parallel, "N_THREADS", 1)
+    np.testing.assert_array_equal(silhouette_sums_near(Y, cands, centres), pooled)
+    np.testing.assert_array_equal(pooled, _near_reference(Y, cands, centres,
+                                                          [np.zeros(c.shape[0]) for c in cands]))
