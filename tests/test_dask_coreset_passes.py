@@ -55,20 +55,12 @@ def test_the_dask_fit_counts_the_tree_in_one_pass(dask_client):
     count per chunk for the record count and every level), and the final labels and cost
     read each chunk once; the release equals the NumPy engine's."""
     da = pytest.importorskip("dask.array")
-    from distributed import get_task_stream
 
-    from privclust import CoresetKMeans
 
     rng = np.random.default_rng(4)
     X = rng.normal(size=(9000, 2)) + rng.choice([-4.0, 0.0, 4.0], size=(9000, 1))
     Xd = da.from_array(X, chunks=(3000, 2))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        a = CoresetKMeans(3, epsilon=1.0, bounds=(-8, 8), random_state=0).fit(X)
-        with get_task_stream(dask_client) as ts:
-            b = CoresetKMeans(3, epsilon=1.0, bounds=(-8, 8), random_state=0).fit(Xd)
-    kinds = [(r["key"][0] if isinstance(r["key"], tuple) else r["key"]).split("-")[0]
-             for r in ts.data]
+    a, b, kinds = _fits_and_task_kinds(dask_client, X, Xd)
     assert kinds.count("split_block") == 0
     assert kinds.count("fine_counts") == 3
     assert kinds.count("_clipped_cost") == 0  # the cost comes with the labels
@@ -114,10 +106,8 @@ def test_lloyd_labels_kept_when_they_fit_though_the_records_do_not(dask_client, 
     """Records not persisted (over the workers' share), a grid-quantile Lloyd step's labels
     (one byte a record) kept: the ball pass reads them instead of labelling the chunk again."""
     da = pytest.importorskip("dask.array")
-    from distributed import get_task_stream
 
     import privclust.engine.dask as dask_engine
-    from privclust import CoresetKMeans
     from privclust.cluster._coreset import quantile
 
     rng = np.random.default_rng(7)
@@ -127,6 +117,20 @@ def test_lloyd_labels_kept_when_they_fit_though_the_records_do_not(dask_client, 
     memory = dask_engine.workers_memory(dask_client)
     monkeypatch.setattr(dask_engine, "PERSIST_SHARE", 4.0 * n / memory)  # 16 n bytes: no
     monkeypatch.setattr(quantile, "GRID_QUANTILE_RECORDS", 1000)
+    a, b, kinds = _fits_and_task_kinds(dask_client, X, Xd)
+    assert kinds.count("_corrected_counts") == 2 * 3  # two Lloyd steps, three chunks, once
+    np.testing.assert_array_equal(a.cluster_centers_, b.cluster_centers_)
+    assert [r.to_dict() for r in a.privacy_report_.releases] == \
+        [r.to_dict() for r in b.privacy_report_.releases]
+
+
+def _fits_and_task_kinds(dask_client, X, Xd):
+    """The same CoresetKMeans fit on ``X`` (NumPy engine) and ``Xd`` (Dask engine), and the
+    kind of every task the Dask fit ran (its key's name up to the first dash)."""
+    from distributed import get_task_stream
+
+    from privclust import CoresetKMeans
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         a = CoresetKMeans(3, epsilon=1.0, bounds=(-8, 8), random_state=0).fit(X)
@@ -134,7 +138,4 @@ def test_lloyd_labels_kept_when_they_fit_though_the_records_do_not(dask_client, 
             b = CoresetKMeans(3, epsilon=1.0, bounds=(-8, 8), random_state=0).fit(Xd)
     kinds = [(r["key"][0] if isinstance(r["key"], tuple) else r["key"]).split("-")[0]
              for r in ts.data]
-    assert kinds.count("_corrected_counts") == 2 * 3  # two Lloyd steps, three chunks, once
-    np.testing.assert_array_equal(a.cluster_centers_, b.cluster_centers_)
-    assert [r.to_dict() for r in a.privacy_report_.releases] == \
-        [r.to_dict() for r in b.privacy_report_.releases]
+    return a, b, kinds
