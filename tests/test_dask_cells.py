@@ -33,11 +33,14 @@ def test_split_cells_equals_the_numpy_engine(dask_client, chunking):
     gl, gd = L.root(), D.root()
     origin = np.array([-8.0, -8.5, -9.0])
     width = np.full(3, 32.0)  # the root cell holds the bounds
+    keep = None
     for level in range(1, 7):
         dims = np.array([0, 1, 2]) if level % 2 else np.array([1])
         width[dims] /= 2  # every group is one cell of this grid
-        gl, *out_l = L.split_cells(gl, origin, width, dims)
-        gd, *out_d = D.split_cells(gd, origin, width, dims)
+        gl, *out_l = L.split_cells(gl, origin, width, dims, keep)
+        gd, *out_d = D.split_cells(gd, origin, width, dims, keep)
+        # from level 3 on, the groups of odd index are not split further (a pruned tree)
+        keep = np.arange(gl.n_groups) % 2 == 0 if level >= 2 else None
         for a, b in zip(out_l, out_d, strict=True):
             np.testing.assert_array_equal(a, b)
         assert gl.n_groups == gd.n_groups
@@ -46,6 +49,32 @@ def test_split_cells_equals_the_numpy_engine(dask_client, chunking):
         assert labels.dtype == gl.group.dtype
         np.testing.assert_array_equal(L.group_cells(gl, origin, width),
                                       D.group_cells(gd, origin, width))
+
+
+def test_split_cells_keeps_only_the_kept_groups_children():
+    """A group not kept sends its records to no child; the children of the kept groups, their
+    parents, bits and counts are those of the split of every group."""
+    X = _records(4000, 3, 2)
+    bounds = np.tile([-8.0, 8.0], (3, 1))
+    L = LocalEngine(X, bounds)
+    origin, width, dims = np.array([-8.0, -8.5, -9.0]), np.full(3, 4.0), np.arange(3)
+    groups, *_ = L.split_cells(L.root(), origin, width, dims)
+    keep = np.random.default_rng(0).random(groups.n_groups) < 0.5
+    width = width / 2
+    full, p_all, b_all, c_all = L.split_cells(groups, origin, width, dims)
+    kept, p_k, b_k, c_k = L.split_cells(groups, origin, width, dims, keep)
+    sel = keep[p_all]
+    assert 0 < sel.sum() < sel.size
+    for a, b in ((p_k, p_all[sel]), (b_k, b_all[sel]), (c_k, c_all[sel])):
+        np.testing.assert_array_equal(a, b)
+    dropped = ~keep[groups.group]
+    assert (kept.group[dropped] == -1).all()
+    # a kept record's child is its child in the full split, renumbered among the kept ones
+    renumber = np.cumsum(sel) - 1
+    np.testing.assert_array_equal(kept.group[~dropped], renumber[full.group[~dropped]])
+    assert kept.n_groups == sel.sum()
+    np.testing.assert_array_equal(L.group_cells(kept, origin, width),
+                                  L.group_cells(full, origin, width)[sel])
 
 
 def test_the_tree_walk_splits_cells_on_the_dask_engine(dask_client):

@@ -223,16 +223,20 @@ class CellWalk:
         self.rows = np.zeros((1, grid.d), dtype=np.int64)  # the root
         self.recent: dict = {}
 
-    def next(self, level: int):
+    def next(self, level: int, released=None):
         """``(parent, bits, counts)`` of every non-empty cell of ``level``: the index of its
         parent among the cells of the level above (-1: outside the root), its halves along
         the level's block (bits ``i h`` to ``i h + h - 1`` for the block's ``i``-th dimension,
-        ``h`` = :meth:`ShiftedGrid.steps`) and its exact count."""
+        ``h`` = :meth:`ShiftedGrid.steps`) and its exact count. ``released``: per cell of the
+        level above, whether it was released; when no level is kept (``keep == 0``: only the
+        released cells' children are ever read) the others' records are not split further,
+        so the cells returned may be only the children of released cells."""
         grid = self.grid
         blk, width = grid.block(level), grid.width(level)
         if self.split:
+            keep = released if self.keep == 0 and level > 1 else None
             self.groups, parent, bits, counts = self.engine.split_cells(
-                self.groups, grid.origin, width, blk)
+                self.groups, grid.origin, width, blk, keep)
             state = self.groups
         else:
             cells, counts = self.ahead.pop(level) if level in self.ahead else \
@@ -322,7 +326,7 @@ def grow(engine, mech, grid, items, retry, step, *, budgets=None, wording=Wordin
         level += 1
         at, blk, h = level, grid.block(level), grid.steps(level)
         b = blk.size * h  # bits of a child's place in its parent
-        parent, bits, counts = walk.next(level)
+        parent, bits, counts = walk.next(level, rank >= 0)
         # a cell's key in the level's universe: rank(parent) * 2^b + its halves (level_keys)
         up = np.where(parent >= 0, rank[np.maximum(parent, 0)], -1)
         inside = up >= 0

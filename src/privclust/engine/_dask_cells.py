@@ -18,11 +18,11 @@ from .local import LocalGrouping
 __all__ = ["group_cells", "split_cells"]
 
 
-def split_block(proto, x, g, n_groups, origin, cell_width, dims):
+def split_block(proto, x, g, n_groups, origin, cell_width, dims, keep=None):
     eng = copy.copy(proto)
     eng.X = x
     children, parent, bits, counts = eng.split_cells(LocalGrouping(g, n_groups), origin,
-                                                     cell_width, dims)
+                                                     cell_width, dims, keep)
     return children.group, parent, bits, counts
 
 
@@ -58,7 +58,7 @@ def _merge(heads, b: int, n_groups: int):
     return p_s[starts], b_s[starts], counts.astype(np.int64), index
 
 
-def split_cells(engine, grouping, origin, cell_width, dims):
+def split_cells(engine, grouping, origin, cell_width, dims, keep=None):
     """:meth:`privclust.engine.local.LocalEngine.split_cells` on ``engine``'s chunks:
     ``(children's labels (a persisted dask array), parent, bits, counts)``, equal to the NumPy
     engine's."""
@@ -70,8 +70,12 @@ def split_cells(engine, grouping, origin, cell_width, dims):
     if not 0 < dims.size <= 62:
         raise ValueError(f"split_cells splits 1 to 62 features at once, got {dims.size}")
     client = engine._client
+    if keep is not None:
+        keep = np.asarray(keep, dtype=bool)
+        if keep.size > 4096:  # once to the workers, not once per task
+            keep = client.scatter(keep, broadcast=True)
     parts = client.persist([delayed(split_block)(engine._proto, x, g, grouping.n_groups,
-                                                  origin, cell_width, dims)
+                                                  origin, cell_width, dims, keep)
                             for x, g in zip(engine._xblocks, grouping.blocks, strict=True)],
                            retries=engine.retries)
     heads = engine._compute(*[delayed(_head)(p) for p in parts])

@@ -600,11 +600,11 @@ class DaskEngine(Engine):
         counts = np.concatenate([r[1] for r in res])
         return cells_of_keys(ukeys, lo, strides), counts
 
-    def split_cells(self, grouping, origin, cell_width, dims):
+    def split_cells(self, grouping, origin, cell_width, dims, keep=None):
         """See :meth:`privclust.engine.local.LocalEngine.split_cells` (each chunk splits its
         records; the chunks' children merged on the client: :mod:`._dask_cells`)."""
         group, parent, bits, counts = _dask_cells.split_cells(self, grouping, origin,
-                                                              cell_width, dims)
+                                                              cell_width, dims, keep)
         return DaskGrouping(group, parent.size), parent, bits, counts
 
     def group_cells(self, grouping, origin, cell_width):

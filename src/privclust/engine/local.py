@@ -397,7 +397,7 @@ class LocalEngine(Engine):
         cells = cells_of_keys(ukeys, lo, strides)
         return cells, counts.astype(np.int64)
 
-    def split_cells(self, grouping, origin, cell_width, dims):
+    def split_cells(self, grouping, origin, cell_width, dims, keep=None):
         """Split every group into its halves along ``dims`` on a grid (one level of a quadtree
         per call: HSTKMeans and EMMC).
 
@@ -409,6 +409,10 @@ class LocalEngine(Engine):
         apart, so ``floor(2 y) >> 1 == floor(y)`` exactly). One pass over the split features
         and one sort of the records' integer keys: no per-cell work in Python and no sort of
         (record, feature) rows.
+
+        ``keep``: a boolean per group, or None (every group); the records of a group not kept
+        go to no child (a tree that grows only below its released cells: the children of the
+        others would never be read, and in many dimensions they are most of the cells).
 
         Returns ``(children, parent, bits, counts)``: a :class:`LocalCells` grouping whose
         group ``i`` holds the records of child ``i`` (records in no group stay in none) and,
@@ -423,6 +427,8 @@ class LocalEngine(Engine):
         g = grouping.group
         bits = self._half_bits(origin[dims], cell_width[dims], dims)
         inside = np.flatnonzero(g >= 0)
+        if keep is not None:
+            inside = inside[np.asarray(keep, dtype=bool)[g[inside]]]
         parent = g[inside].astype(np.int64)
         if grouping.n_groups <= (1 << (62 - b)):  # one int64 key per record
             ukeys, first, inverse, counts = self._unique_keys((parent << b) | bits[inside],
@@ -440,7 +446,7 @@ class LocalEngine(Engine):
             inverse = np.empty(order.size, dtype=np.int64)
             inverse[order] = np.cumsum(new) - 1
         m = uparent.size
-        out = g.astype(np.int32 if m < 2**31 else np.int64, copy=True)
+        out = np.full(g.shape, -1, dtype=np.int32 if m < 2**31 else np.int64)
         out[inside] = inverse.ravel()
         return (LocalCells(out, m, inside[first]), uparent.astype(np.int64),
                 ubits.astype(np.int64), counts.astype(np.int64))
