@@ -71,6 +71,7 @@ from scipy.stats import binom, nbinom
 from scipy.stats import gamma as gamma_dist
 
 from . import mechanisms as _mech
+from ._cell_parts import SortedCells, empty_cells_at, in_sorted
 from .budget import Release
 
 __all__ = [
@@ -237,42 +238,42 @@ def tail_probability(threshold, epsilon: float, noise: str = "geometric") -> flo
 
 def _in_sorted(values: np.ndarray, sorted_ref: np.ndarray) -> np.ndarray:
     """Membership of every value in a sorted unique array (vectorised binary search)."""
-    if sorted_ref.size == 0:
-        return np.zeros(values.shape, dtype=bool)
-    pos = np.searchsorted(sorted_ref, values)
-    pos[pos == sorted_ref.size] = sorted_ref.size - 1
-    return sorted_ref[pos] == values
+    return in_sorted(values, sorted_ref)
 
 
-def _sample_empty_cells(rng, occupied: np.ndarray, n_cells: int, m: int,
+def _sample_empty_cells(rng, occupied, n_cells: int, m: int,
                         method: str = "auto") -> np.ndarray:
-    """``m`` cells drawn uniformly without replacement from the cells not in ``occupied``.
+    """``m`` cells drawn uniformly without replacement from the cells not in ``occupied`` (a
+    sorted unique array, or a source of cells in parts: :mod:`._cell_parts`).
 
-    ``occupied`` is sorted and unique. ``method="rejection"`` draws i.i.d. uniform cell indices
+    ``method="rejection"`` draws i.i.d. uniform cell indices
     and keeps, in draw order, the first ``m`` distinct ones that are not occupied: the accepted
     sequence is a uniform ordered sample without replacement from the empty cells (batching
     only changes how many draws are made at once, not which are kept). Expected cost
-    O(m n_cells / n_empty), no allocation per grid cell. ``method="enumerate"`` lists the empty
-    cells (O(n_cells)); ``"auto"`` enumerates when the grid has at most 2^16 cells or fewer than
-    4 (occupied + m), i.e. when that is O(n) anyway.
+    O(m n_cells / n_empty), no allocation per grid cell. ``method="enumerate"`` draws ``m``
+    distinct ranks among the empty cells and finds the empty cell of each rank from the
+    occupied ones (:func:`~privclust.privacy._cell_parts.empty_cells_at`: no array over the
+    grid); ``"auto"`` enumerates when the grid has at most 2^16 cells or fewer than
+    4 (occupied + m), i.e. when a uniform rank is as cheap as a rejection round.
     """
     if m == 0:
         return np.zeros(0, dtype=np.int64)
-    n_empty = n_cells - occupied.size
+    if not hasattr(occupied, "contains"):
+        occupied = SortedCells(np.asarray(occupied, dtype=np.int64),
+                               np.zeros(np.size(occupied), dtype=np.int64))
+    n_occupied = sum(occupied.sizes)
+    n_empty = n_cells - n_occupied
     if m > n_empty:
         raise ValueError(f"cannot sample {m} of {n_empty} empty cells")
     if method == "auto":
         # never refuse here on the exact occupancy: above _MAX_SAMPLED cells, rejection
         small = n_cells <= _ENUMERATE_CELLS or (
-            n_cells <= _MAX_SAMPLED and n_cells <= 4 * (occupied.size + m))
+            n_cells <= _MAX_SAMPLED and n_cells <= 4 * (n_occupied + m))
         method = "enumerate" if small else "rejection"
     if method == "enumerate":
         if n_cells > _MAX_SAMPLED:
             raise ValueError(f"refusing to enumerate a grid of {n_cells} cells")
-        mask = np.ones(n_cells, dtype=bool)
-        mask[occupied] = False
-        empty = np.flatnonzero(mask)
-        return empty[_mech._draw_choice(rng, n_empty, m)]
+        return empty_cells_at(occupied, _mech._draw_choice(rng, n_empty, m))
     if method != "rejection":
         raise ValueError(f"unknown empty-cell sampling method {method!r}")
     chosen = np.zeros(0, dtype=np.int64)
@@ -282,7 +283,7 @@ def _sample_empty_cells(rng, occupied: np.ndarray, n_cells: int, m: int,
         accept = (n_empty - chosen.size) / n_cells
         size = int(min(_BATCH, math.ceil(need / accept * 1.1) + 16))
         cand = _mech._draw_cell_indices(rng, n_cells, size)
-        cand = cand[~_in_sorted(cand, occupied)]
+        cand = cand[~occupied.contains(cand)]
         cand = cand[~_in_sorted(cand, chosen_sorted)]
         _, first = np.unique(cand, return_index=True)  # first occurrence of every new cell
         first.sort()
@@ -292,6 +293,56 @@ def _sample_empty_cells(rng, occupied: np.ndarray, n_cells: int, m: int,
     return chosen
 
 
+def _listed_cells(keys, counts, n_cells: int):
+    """The listed cells as a source (:mod:`._cell_parts`): ``keys`` itself when it is one
+    (``counts`` None), else :class:`~privclust.privacy._cell_parts.SortedCells` of the arrays,
+    checked."""
+    if counts is None and hasattr(keys, "parts"):
+        return keys
+    keys = np.asarray(keys)
+    if keys.size and (keys.dtype == bool or not np.issubdtype(keys.dtype, np.integer)):
+        raise TypeError(f"keys must be integer cell indices, got dtype {keys.dtype}")
+    keys = keys.astype(np.int64, copy=False).ravel()
+    c = _integer_counts(counts).ravel()
+    if keys.shape != c.shape:
+        raise ValueError(f"keys ({keys.size}) and counts ({c.size}) differ in length")
+    return SortedCells(keys, c)
+
+
+def _checked_parts(cells, n_cells: int):
+    """The source's parts, each checked: integer counts, keys in ``[0, n_cells)``, strictly
+    increasing within and across parts (one count per cell)."""
+    last = -1
+    for (keys, counts), size in zip(cells.parts(), cells.sizes, strict=True):
+        keys = np.asarray(keys).astype(np.int64, copy=False)
+        c = _integer_counts(counts)
+        if keys.size != size or c.size != size:
+            raise ValueError(f"a part of {size} cells came with {keys.size} keys and "
+                             f"{c.size} counts")
+        if keys.size:
+            if keys[0] < 0 or keys[-1] >= n_cells:
+                raise ValueError(f"cell indices must lie in [0, {n_cells})")
+            if keys[0] <= last or (np.diff(keys) <= 0).any():
+                raise ValueError("cell indices must be distinct (one count per cell)")
+            last = int(keys[-1])
+        yield keys, c
+
+
+def _listed_noise(rng, eps: float, noise: str, sizes):
+    """The noise of the listed cells, part by part: one draw over them all when they are one
+    part (as the histogram has always drawn it), else the same values drawn part by part."""
+    if len(sizes) == 1:
+        if noise == "geometric":
+            yield _mech._draw_two_sided_geometric(rng, eps, (sizes[0],))
+        else:
+            yield _mech._draw_laplace(rng, 1.0 / eps, (sizes[0],))
+    elif noise == "geometric":
+        yield from _mech._draw_two_sided_geometric_parts(rng, eps, sizes)
+    else:
+        for s in sizes:  # Laplace values are drawn one by one: parts cut the same stream
+            yield _mech._draw_laplace(rng, 1.0 / eps, (s,))
+
+
 def sparse_histogram(rng, keys, counts, n_cells: int, epsilon: float, threshold,
                      noise: str = "geometric", *, empty_sampling: str = "auto"):
     """Linear-time pure-DP histogram (Alg. 2): only cells with a noisy value ``>= threshold``.
@@ -299,7 +350,9 @@ def sparse_histogram(rng, keys, counts, n_cells: int, epsilon: float, threshold,
     Parameters
     ----------
     keys : (m,) distinct int64 flat cell indices in ``[0, n_cells)``: the non-empty cells (cells
-        listed with count 0 are allowed and handled exactly like empty ones).
+        listed with count 0 are allowed and handled exactly like empty ones); or, with
+        ``counts=None``, a source of the listed cells in parts (:mod:`._cell_parts`), read
+        part by part: the same release as the same cells in one array.
     counts : (m,) their counts (non-negative integers).
     n_cells : size of the universe (the whole grid), < 2^62.
     threshold : ``theta > 0`` (Laplace) or an integer ``k >= 1`` (geometric); see
@@ -315,13 +368,7 @@ def sparse_histogram(rng, keys, counts, n_cells: int, epsilon: float, threshold,
     noise = _check_noise(noise)
     n_cells = _check_n_cells(n_cells)
     t = _check_threshold(threshold, noise)
-    keys = np.asarray(keys)
-    if keys.size and (keys.dtype == bool or not np.issubdtype(keys.dtype, np.integer)):
-        raise TypeError(f"keys must be integer cell indices, got dtype {keys.dtype}")
-    keys = keys.astype(np.int64, copy=False).ravel()
-    c = _integer_counts(counts).ravel()
-    if keys.shape != c.shape:
-        raise ValueError(f"keys ({keys.size}) and counts ({c.size}) differ in length")
+    cells = _listed_cells(keys, counts, n_cells)
     if n_cells * tail_probability(t, eps, noise) > _MAX_SAMPLED / 4:
         # decided from public values (the grid, the threshold, epsilon), before any draw: a
         # refusal after the draw would depend on the exact number of occupied cells
@@ -329,35 +376,34 @@ def sparse_histogram(rng, keys, counts, n_cells: int, epsilon: float, threshold,
             f"the threshold {t} would release about {n_cells * tail_probability(t, eps, noise):.3g}"
             " empty cells; raise it (see sparse_threshold)"
         )
-    order = np.argsort(keys, kind="stable")
-    keys, c = keys[order], c[order]
-    if keys.size:
-        if keys[0] < 0 or keys[-1] >= n_cells:
-            raise ValueError(f"cell indices must lie in [0, {n_cells})")
-        if (np.diff(keys) == 0).any():
-            raise ValueError("cell indices must be distinct (one count per cell)")
+    sizes = [int(s) for s in cells.sizes]
+    parts = _checked_parts(cells, n_cells)
+    if len(sizes) == 1:  # checked before any draw, as the one-array histogram always was
+        parts = iter([next(parts)])
 
     # lines 2-5: noise on the listed cells, keep those at or above the threshold
-    if noise == "geometric":
-        noisy = c + _mech._draw_two_sided_geometric(rng, eps, c.shape)
-    else:
-        noisy = c + _mech._draw_laplace(rng, 1.0 / eps, c.shape)
-    keep = noisy >= t
+    kept_keys, kept_vals = [], []
+    for (k, c), z in zip(parts, _listed_noise(rng, eps, noise, sizes), strict=True):
+        noisy = c + z
+        keep = noisy >= t
+        kept_keys.append(k[keep])
+        kept_vals.append(noisy[keep])
     # lines 6-8: how many of the other cells pass, and which
-    n_other = n_cells - keys.size
+    n_other = n_cells - sum(sizes)
     p = tail_probability(t, eps, noise)
     m = _mech._draw_binomial(rng, n_other, p) if n_other > 0 else 0
     if m > _MAX_SAMPLED:  # excluded by the public check above: m would be 4x its bound
         raise RuntimeError(f"the sparse histogram drew {m} empty cells, past its public bound")
-    sampled = _sample_empty_cells(rng, keys, n_cells, m, empty_sampling)
+    sampled = _sample_empty_cells(rng, cells, n_cells, m, empty_sampling)
     # lines 9-11: values from the tail above the threshold (exact; discrete for geometric)
     expo = np.abs(_mech._draw_laplace(rng, 1.0 / eps, m))  # Exp(eps)
     if noise == "geometric":
         tail = t + np.floor(expo).astype(np.int64)  # k + Geom0(e^-eps): the exact discrete tail
     else:
         tail = t + expo
-    out_keys = np.concatenate([keys[keep], sampled])
-    out_vals = np.concatenate([noisy[keep], tail.astype(noisy.dtype, copy=False)])
+    dtype = np.int64 if noise == "geometric" else np.float64
+    out_keys = np.concatenate([*kept_keys, sampled])
+    out_vals = np.concatenate([*kept_vals, tail.astype(dtype, copy=False)])
     order = np.argsort(out_keys, kind="stable")
     return out_keys[order], out_vals[order]
 

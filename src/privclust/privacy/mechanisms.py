@@ -57,6 +57,31 @@ def _draw_two_sided_geometric(rng: np.random.Generator, epsilon_per_unit: float,
     return rng.geometric(p, size=size).astype(np.int64) - rng.geometric(p, size=size)
 
 
+#: The first geometric variables of a draw in parts are drawn in batches of this many.
+_GEOMETRIC_BATCH = 1 << 22
+
+
+def _draw_two_sided_geometric_parts(rng: np.random.Generator, epsilon_per_unit: float, sizes):
+    """:func:`_draw_two_sided_geometric` of ``sum(sizes)`` values, yielded in parts of
+    ``sizes``: the same values, from the same draws in the same order (every first geometric
+    variable, then every second one, each stream drawn value by value). The first ones are
+    held meanwhile, as int32 where they fit (4 bytes a value instead of the 24 of the three
+    int64 arrays of one draw); each part's second ones are drawn when the part is read."""
+    p = -math.expm1(-epsilon_per_unit)
+    sizes = [int(s) for s in sizes]
+    total = sum(sizes)
+    first = np.empty(total, dtype=np.int32)
+    for start in range(0, total, _GEOMETRIC_BATCH):
+        g = rng.geometric(p, size=min(_GEOMETRIC_BATCH, total - start))
+        if g.size and g.max() > np.iinfo(np.int32).max:
+            first = first.astype(np.int64)
+        first[start : start + g.size] = g
+    start = 0
+    for s in sizes:
+        yield first[start : start + s].astype(np.int64) - rng.geometric(p, size=s)
+        start += s
+
+
 def _draw_laplace(rng: np.random.Generator, scale, size):
     return rng.laplace(0.0, 1.0, size=size) * scale
 
