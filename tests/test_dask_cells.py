@@ -88,10 +88,13 @@ def test_the_tree_walk_splits_cells_on_the_dask_engine(dask_client):
     walks = CellWalk(LocalEngine(X, bounds), grid, keep=2), CellWalk(D, grid, keep=2)
     assert walks[1].split
     for level in range(1, 6):
-        for a, b in zip(walks[0].next(level), walks[1].next(level), strict=True):
+        (keys, counts), got = walks[0].next(level), walks[1].next(level)
+        for a, b in zip((keys, counts), got, strict=True):
             np.testing.assert_array_equal(a, b)
         for a, b in zip(walks[0].cells(level), walks[1].cells(level), strict=True):
             np.testing.assert_array_equal(a, b)
+        for w in walks:  # every other cell released: the next level splits only those
+            w.released(np.sort(keys)[::2])
 
 
 @pytest.mark.parametrize("width", [0.25, 0.01], ids=["grid-smaller-than-chunks", "fine-grid"])

@@ -206,10 +206,14 @@ class CellWalk:
     With an engine that splits groups (:meth:`~privclust.engine.LocalEngine.split_cells`)
     every record keeps the index of its cell, and each level splits the cells of the level
     above along the level's block of dimensions: one pass over the block and one sort of
-    integer keys per level. Otherwise each level asks for the grid's cell counts
-    (:meth:`~privclust.engine.Engine.cell_counts`) and finds every cell's parent among the
-    cells of the level above. Both give the same cells and counts. ``keep``: how many of the
-    latest levels :meth:`cells` can still answer for. ``ahead``: ``{level: (cells, counts)}``,
+    integer keys per level. On an engine that keys cells where the records live
+    (:meth:`~privclust.engine.dask.DaskEngine.split_keys`) every record keeps its cell's key
+    instead and the level's cells stay there, in parts, read part by part by the release (a
+    deep level in many dimensions holds about a cell per record). Otherwise each level asks
+    for the grid's cell counts (:meth:`~privclust.engine.Engine.cell_counts`) and finds every
+    cell's parent among the cells of the level above. All give the same cells and counts.
+    ``keep``: how many of the latest levels :meth:`cells` can still answer for (then every
+    cell of a level is kept, released below or not). ``ahead``: ``{level: (cells, counts)}``,
     levels already counted (:func:`~privclust.engine._level_cells.level_cells`: every level
     in one pass), read instead of the engine's.
     """
@@ -219,29 +223,37 @@ class CellWalk:
         self.ahead = dict(ahead or {})
         self.split = not self.ahead and hasattr(engine, "split_cells") and \
             grid.root_holds_the_box() and grid.first == 1
-        self.groups = engine.root() if self.split else None
+        self.by_key = self.split and keep == 0 and hasattr(engine, "split_keys")
+        self.groups = (engine.root_keys() if self.by_key else engine.root()) \
+            if self.split else None
         self.rows = np.zeros((1, grid.d), dtype=np.int64)  # the root
+        self.rank = np.zeros(1, dtype=np.int64)  # per cell of the level above: released rank
+        self.released_keys = np.zeros(1, dtype=np.int64)  # the root, released (public)
+        self.keys = None
         self.recent: dict = {}
 
-    def next(self, level: int, released=None):
-        """``(parent, bits, counts)`` of every non-empty cell of ``level``: the index of its
-        parent among the cells of the level above (-1: outside the root), its halves along
-        the level's block (bits ``i h`` to ``i h + h - 1`` for the block's ``i``-th dimension,
-        ``h`` = :meth:`ShiftedGrid.steps`) and its exact count. ``released``: per cell of the
-        level above, whether it was released; when no level is kept (``keep == 0``: only the
-        released cells' children are ever read) the others' records are not split further,
-        so the cells returned may be only the children of released cells."""
+    def next(self, level: int):
+        """``(keys, counts)`` of the non-empty children of the cells released at the level
+        above (:meth:`released`): each child's key in the level's universe, ``rank(parent) *
+        2^b + bits`` (its parent's rank among the released cells, its halves along the
+        level's block: bits ``i h`` to ``i h + h - 1`` for the block's ``i``-th dimension,
+        ``h`` = :meth:`ShiftedGrid.steps`, ``b`` the block's size times ``h``) and its exact
+        count; or ``(cells, None)``, a source of them in parts
+        (:mod:`privclust.privacy._cell_parts`), read by the level's release."""
         grid = self.grid
-        blk, width = grid.block(level), grid.width(level)
+        blk, width, h = grid.block(level), grid.width(level), grid.steps(level)
+        if self.by_key:
+            self.groups, cells = self.engine.split_keys(
+                self.groups, self.released_keys, grid.origin, width, blk)
+            return cells, None
         if self.split:
-            keep = released if self.keep == 0 and level > 1 else None
+            released = self.rank >= 0 if self.keep == 0 and level > 1 else None
             self.groups, parent, bits, counts = self.engine.split_cells(
-                self.groups, grid.origin, width, blk, keep)
+                self.groups, grid.origin, width, blk, released)
             state = self.groups
         else:
             cells, counts = self.ahead.pop(level) if level in self.ahead else \
                 self.engine.cell_counts(grid.origin, width)
-            h = grid.steps(level)
             up = cells.copy()
             up[:, blk] >>= h
             parent = lookup_rows(self.rows, up)
@@ -250,7 +262,18 @@ class CellWalk:
             self.rows = state = cells
         self.recent[level] = (state, counts)
         self.recent.pop(level - self.keep, None)
-        return parent, bits, counts
+        up = np.where(parent >= 0, self.rank[np.maximum(parent, 0)], -1)
+        inside = up >= 0
+        self.keys = np.where(inside, (up << (blk.size * h)) | bits, -1)
+        return self.keys[inside], counts[inside]
+
+    def released(self, keys: np.ndarray):
+        """The level just walked released ``keys`` (sorted): the next level splits only them."""
+        self.released_keys = keys
+        if self.keys is not None:
+            pos = np.minimum(np.searchsorted(keys, self.keys), max(keys.size - 1, 0))
+            self.rank = np.where((self.keys >= 0) & (keys[pos] == self.keys), pos, -1) \
+                if keys.size else np.full(self.keys.shape, -1, dtype=np.int64)
 
     def cells(self, level: int):
         """``(cells, counts)``: the integer indices and exact counts of the non-empty cells of
@@ -319,19 +342,15 @@ def grow(engine, mech, grid, items, retry, step, *, budgets=None, wording=Wordin
     plan = mech.plan
     walk = CellWalk(engine, grid) if walk is None else walk
     survivors = np.zeros((1, grid.d), dtype=np.int64)  # the root: public, holds every record
-    rank = np.zeros(1, dtype=np.int64)  # per cell of the level above: its released rank
     out: list[Level] = []
     level = 0
     while level < len(items):
         level += 1
         at, blk, h = level, grid.block(level), grid.steps(level)
         b = blk.size * h  # bits of a child's place in its parent
-        parent, bits, counts = walk.next(level, rank >= 0)
-        # a cell's key in the level's universe: rank(parent) * 2^b + its halves (level_keys)
-        up = np.where(parent >= 0, rank[np.maximum(parent, 0)], -1)
-        inside = up >= 0
-        keys = np.where(inside, (up << b) | bits, -1)
-        args = (mech, survivors.shape[0], b, keys[inside], counts[inside])
+        # every child of a released cell, keyed in the level's universe (level_keys)
+        keys, counts = walk.next(level)
+        args = (mech, survivors.shape[0], b, keys, counts)
         eps = plan.item(items[level - 1]).epsilon if budgets is None else budgets[level - 1]
         rkeys, rvals = release_level(*args, eps, wording.where.format(level=level),
                                      items[level - 1], wording.noun)
@@ -356,8 +375,7 @@ def grow(engine, mech, grid, items, retry, step, *, budgets=None, wording=Wordin
         out.append(Level(children, np.asarray(rvals, dtype=np.int64), rkeys >> b,
                          significance_floor(eps, 1 << b), at, eps))
         survivors = children
-        pos = np.minimum(np.searchsorted(rkeys, keys), rkeys.size - 1)
-        rank = np.where(inside & (rkeys[pos] == keys), pos, -1)
+        walk.released(rkeys)
         if level < len(items) and \
                 survivors.shape[0] * (1 << grid.block(level + 1).size) >= 2**62:  # steps 1
             plan.move_unspent(items[level:], retry, "flat cell keys would overflow")
