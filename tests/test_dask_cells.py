@@ -119,3 +119,35 @@ def test_grid_cell_counts_equal_local(dask_client, monkeypatch, width, part_valu
             origin, cells)
         np.testing.assert_array_equal(got[0], want[0])
         np.testing.assert_array_equal(got[1], want[1])
+
+
+def test_a_walk_by_key_keeps_the_level_on_the_workers(dask_client, monkeypatch):
+    """On the Dask engine a tree that reads no level twice is walked by key: each level's
+    cells are parts on the workers (many here), equal to the NumPy walk's keys and counts;
+    the parts answer the empty-cell sampler's membership and rank queries as the array does."""
+    from privclust.engine import _dask_keys
+    from privclust.privacy._cell_parts import SortedCells
+
+    monkeypatch.setattr(_dask_keys, "RECORDS_PER_PART", 150)
+    X = _records(3000, 3, 3)
+    bounds = np.tile([-8.0, 8.0], (3, 1))
+    grid = ShiftedGrid(bounds, np.array([3.0, 5.0, 1.0]))
+    D = DaskEngine(da.from_array(X, chunks=(CHUNKINGS["empty"](3000), 3)), bounds)
+    walks = CellWalk(LocalEngine(X, bounds), grid), CellWalk(D, grid)
+    assert walks[1].by_key and not walks[0].by_key
+    rng = np.random.default_rng(0)
+    for level in range(1, 6):
+        keys, counts = walks[0].next(level)
+        parts, none = walks[1].next(level)
+        assert none is None
+        got = list(parts.parts())
+        assert len(got) == len(parts.sizes) and (level == 1 or len(got) > 1)
+        np.testing.assert_array_equal(np.concatenate([k for k, _ in got]), np.sort(keys))
+        one = SortedCells(keys, counts)
+        np.testing.assert_array_equal(np.concatenate([c for _, c in got]), one.counts)
+        probe = rng.integers(0, max(keys.max(), 1) + 50, size=200)
+        np.testing.assert_array_equal(parts.contains(probe), one.contains(probe))
+        np.testing.assert_array_equal(parts.below(np.arange(40)), one.below(np.arange(40)))
+        rel = np.sort(keys)[rng.random(keys.size) < 0.6]  # a subset released
+        for w in walks:
+            w.released(rel)

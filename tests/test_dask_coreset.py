@@ -199,3 +199,24 @@ def test_a_capped_coreset_equals_the_numpy_engine(client, chunking, monkeypatch)
     assert any(n.startswith("coreset capped at 24") for n in a.privacy_report_.notes)
     assert a.coreset_.shape[0] <= 24
     assert _same_fit(a, b) > 0
+
+
+@pytest.mark.parametrize("case", ["12d-no-k", "60d-k"])
+def test_tree_levels_in_many_parts_release_the_same(client, monkeypatch, case):
+    """A tree level's cells kept on the workers in many parts (one per 200 records here) and
+    noised part by part on the client: the same releases as the NumPy engine's one array."""
+    from privclust.engine import _dask_keys
+
+    monkeypatch.setattr(_dask_keys, "RECORDS_PER_PART", 200)
+    seen = []
+    real = _dask_keys.LevelParts.__init__
+
+    def spy(self, engine, parts):
+        real(self, engine, parts)
+        seen.append(len(self.sizes))
+
+    monkeypatch.setattr(_dask_keys.LevelParts, "__init__", spy)
+    data, est = CASES[case]
+    a, b = _fit_both(data(), est, "uneven")
+    assert _same_fit(a, b) > 0
+    assert max(seen) >= 8  # levels were read in many parts

@@ -37,7 +37,7 @@ import dask.array as da
 import numpy as np
 from dask import delayed
 
-from . import _dask_cells
+from . import _dask_cells, _dask_keys
 from . import _dask_tasks as tasks
 from ._dask_cluster import client_or_local, close, one_at_a_time, workers_memory
 from ._exact import float_stats
@@ -601,8 +601,7 @@ class DaskEngine(Engine):
         return cells_of_keys(ukeys, lo, strides), counts
 
     def split_cells(self, grouping, origin, cell_width, dims, keep=None):
-        """See :meth:`privclust.engine.local.LocalEngine.split_cells` (each chunk splits its
-        records; the chunks' children merged on the client: :mod:`._dask_cells`)."""
+        """See :meth:`.LocalEngine.split_cells` (per chunk, merged: :mod:`._dask_cells`)."""
         group, parent, bits, counts = _dask_cells.split_cells(self, grouping, origin,
                                                               cell_width, dims, keep)
         return DaskGrouping(group, parent.size), parent, bits, counts
@@ -611,6 +610,7 @@ class DaskEngine(Engine):
         """See :meth:`privclust.engine.local.LocalEngine.group_cells`."""
         return _dask_cells.group_cells(self, grouping, origin, cell_width)
 
+    root_keys, split_keys = _dask_keys.root_keys, _dask_keys.split_keys  # trees by key
     # neighbour gaps: a distributed bucket sort per feature -----------------------------
     def _sort_pass(self, blocks, lo, inv_width, n_values, n_cols, groups=None, span=None):
         """Sort every column of ``blocks`` across chunks; the per-partition results in column

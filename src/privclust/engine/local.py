@@ -410,9 +410,8 @@ class LocalEngine(Engine):
         and one sort of the records' integer keys: no per-cell work in Python and no sort of
         (record, feature) rows.
 
-        ``keep``: a boolean per group, or None (every group); the records of a group not kept
-        go to no child (a tree that grows only below its released cells: the children of the
-        others would never be read, and in many dimensions they are most of the cells).
+        ``keep``: a boolean per group, or None (all); a group not kept has no children (a tree
+        grows only below its released cells: in many dimensions the others are most cells).
 
         Returns ``(children, parent, bits, counts)``: a :class:`LocalCells` grouping whose
         group ``i`` holds the records of child ``i`` (records in no group stay in none) and,
