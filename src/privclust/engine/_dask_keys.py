@@ -148,13 +148,14 @@ def split_keys(engine, labels, released, origin, cell_width, dims):
     outs = [delayed(level_block, nout=n_parts + 1)(engine._proto, x, g, released, origin,
                                                    cell_width, dims, cuts, wide)
             for x, g in zip(engine._xblocks, blocks, strict=True)]
+    parts = [delayed(merge_pieces)(*[o[j + 1] for o in outs]) for j in range(n_parts)]
+    # one submission reads every chunk once: the records' keys and the parts, as futures
+    done = client.compute([*[o[0] for o in outs], *parts], retries=engine.retries)
     rows = engine.X.chunks[0]
     dtype = np.int64 if wide else np.int32
-    keys = [da.from_delayed(o[0], shape=(r,), dtype=dtype) for o, r in zip(outs, rows,
-                                                                          strict=True)]
+    keys = [da.from_delayed(delayed(f), shape=(r,), dtype=dtype)
+            for f, r in zip(done[:len(outs)], rows, strict=True)]
     keys = da.concatenate(keys) if keys else da.zeros(0, dtype=dtype)
     if keys.chunks != (rows,):  # concatenate drops empty chunks: the engine's chunks again
         keys = keys.rechunk((rows,))
-    parts = [delayed(merge_pieces)(*[o[j + 1] for o in outs]) for j in range(n_parts)]
-    keys = client.persist(keys, retries=engine.retries)
-    return keys, LevelParts(engine, client.compute(parts, retries=engine.retries))
+    return client.persist(keys, retries=engine.retries), LevelParts(engine, done[len(outs):])
