@@ -225,8 +225,9 @@ class CoresetKMeans(PrivateClusterMixin):
        candidate by the simplified silhouette (squared distances less each centre's public expected
        squared noise) summed over the records of a Poisson sample of public
        rate (about ``SCORE_SAMPLE / eps_select`` records, every record of smaller data; sensitivity
-       1, however many candidates); then refined points standing apart from the chosen centres
-       get centres of their own (:mod:`privclust.cluster._coreset.apart`). Wider data chooses
+       1, however many candidates); then (trees of at most ``NO_K_MAX_DIMS`` dimensions) refined
+       points standing apart from the chosen centres get centres of their own
+       (:mod:`privclust.cluster._coreset.apart`). Wider data chooses
        among clusterings of the coreset in the projection, then recovers the chosen clusters'
        means in the original space (records by nearest projected centre; each cluster's ball
        about the middle of the bounds moved by the pseudo-inverse of the projection applied to
@@ -599,11 +600,10 @@ class CoresetKMeans(PrivateClusterMixin):
             R_var = centre_variance(first_radius, R_sizes, steps[0].epsilon, steps[0].rho, d)
             k, centres, ks = self._choose(engine, space.bounds, R, R_sizes, *choice, gen,
                                           mech, var=R_var)
-            if choice[0] is None and k > 1:  # post-processing: clusters standing apart
-                centres = apart_centres(R, R_sizes, d * R_var, centres,
+            if choice[0] is None and k > 1 and space.box.shape[0] <= NO_K_MAX_DIMS:
+                centres = apart_centres(R, R_sizes, d * R_var, centres,  # post-processing
                                         support_floor(steps[0].epsilon),
                                         self._k_max(choice, R.shape[0]) - k)
-                k = centres.shape[0]
             if points.shape[0] == 0:  # no coreset step ran: its share of the sums' block
                 steps = pass_on_rho(mech, steps, _ITEM_SUMS)
         step()

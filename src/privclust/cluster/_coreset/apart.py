@@ -77,15 +77,17 @@ def apart_centres(points, weights, extra2, centres, floor: float, limit: int,
     if P.shape[0] == 0 or C.shape[0] == 0 or limit <= 0:
         return C
     done = np.zeros(P.shape[0], dtype=bool)
-    added = []
-    while len(added) < limit:
-        labels, D2 = nearest_centres(P, C, return_sq_distance=True)
-        D2 = np.maximum(D2, 0.0)
-        r2 = _spreads(D2 + extra2, labels, w, C.shape[0])
-        gap2 = np.square(C[:, None, :] - C[None, :, :]).sum(axis=2)
-        np.fill_diagonal(gap2, np.inf)
-        reach2 = np.maximum(apart**2 * r2, SPACING**2 * gap2.min(axis=1))
-        far = D2 > reach2[labels]
+    added = 0
+    far = D2 = None
+    while added < limit:
+        if far is None:  # the centres changed: the far points again
+            labels, D2 = nearest_centres(P, C, return_sq_distance=True)
+            D2 = np.maximum(D2, 0.0)
+            r2 = _spreads(D2 + extra2, labels, w, C.shape[0])
+            gap2 = np.square(C[:, None, :] - C[None, :, :]).sum(axis=2)
+            np.fill_diagonal(gap2, np.inf)
+            reach2 = np.maximum(apart**2 * r2, SPACING**2 * gap2.min(axis=1))
+            far = D2 > reach2[labels]
         seeds = far & ~done
         if not seeds.any():
             break
@@ -97,6 +99,7 @@ def apart_centres(points, weights, extra2, centres, floor: float, limit: int,
         mass = float(w[group].sum())
         if mass >= floor:
             centre = (w[group, None] * P[group]).sum(axis=0) / mass
-            added.append(centre)
             C = np.vstack([C, centre[None]])
+            added += 1
+            far = None
     return C
