@@ -3,6 +3,7 @@ the refined coreset points: :func:`~privclust.cluster._coreset.apart.apart_centr
 
 from __future__ import annotations
 
+import math
 import warnings
 
 import numpy as np
@@ -100,3 +101,17 @@ def test_given_k_adds_no_centre():
     X, _ = _unequal_mixture(2)
     assert _fit(X, 1, k=10).n_clusters_ == 10
     assert coreset_module.NO_K_GROWTH_MAX_DIMS == 2
+
+
+def test_the_planner_states_the_smallest_findable_cluster_the_fit_notes():
+    """From public inputs alone (the released record count taken as n) the planner gives the
+    note's figure: every level's significance floor and the support floor of a centre of its
+    own (here the top levels' floors, the re-split tree's)."""
+    from privclust.planner import plan
+
+    X, _ = _unequal_mixture(2)
+    model = _fit(X, 0)
+    note = next(n for n in model.privacy_report_.notes if n.startswith("smallest findable"))
+    fp = plan(CoresetKMeans(epsilon=1.0, bounds=(-100, 100)), model.n_hat_, d=5)
+    assert f"about {math.ceil(fp.min_cluster_size)} records standing apart" in note
+    assert any("a cluster standing apart of fewer than" in line for line in fp.cannot[0])
