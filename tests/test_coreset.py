@@ -371,7 +371,7 @@ def test_the_recovery_balls_hold_the_clusters_records():
     label = np.repeat(np.arange(3), 500)
     radius = 1.1 * np.linalg.norm(X - space.mid, axis=1).max()
     proj = (means - space.mid) @ space.G.T  # the clusters' centres in the projection
-    anchors, radii = CoresetKMeans._recovery_balls(space, proj, radius)
+    anchors, radii = space.recovery_balls(proj, radius)
     assert anchors.shape == (3, d) and radii.shape == (3,)
     assert (radii < radius).all()
     assert (np.linalg.norm(X - anchors[label], axis=1) <= radii[label]).all()

@@ -521,6 +521,23 @@ def test_spreading_unspent_budget_over_several_items():
         plan.spread_unspent(["level 5"], ["level 1", "level 2"], "again")
 
 
+def test_resplitting_items_keeps_their_total():
+    """Items that have not spent are re-split in place (their total kept); a changed total,
+    or an item that has spent, is refused."""
+    plan = PrivacyPlan("t", 1.0, 0.0)
+    for lv, eps in enumerate([0.1, 0.2, 0.3, 0.4], start=1):
+        plan.add(f"level {lv}", "geometric", "pure", eps)
+    names = [f"level {lv}" for lv in range(1, 5)]
+    plan.resplit(names, [0.25] * 4, "equal")
+    assert [plan.item(n).epsilon for n in names] == pytest.approx([0.25] * 4)
+    assert plan.total().epsilon == pytest.approx(1.0) and "re-split: equal" in plan.notes[-1]
+    with pytest.raises(PlanExceededError, match="keep the items' total"):
+        plan.resplit(names, [0.3] * 4, "more")
+    plan.charge("level 1", 0.25)
+    with pytest.raises(PlanExceededError, match="not spent"):
+        plan.resplit(names, [0.25] * 4, "again")
+
+
 def test_delta_rule_resolves_once_for_a_composite_plan():
     plan = PrivacyPlan("pipe", 1.0, None)
     assert plan.reserved() == Budget(1.0, DELTA_CAP)

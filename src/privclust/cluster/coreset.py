@@ -25,6 +25,7 @@ from ._base import (
     check_positive_int,
 )
 from ._centres import finish_centre_fit
+from ._coreset.apart import apart_centres
 from ._coreset.combine import (
     SUPPORT_SCALES,
     candidate_noise2,
@@ -34,6 +35,7 @@ from ._coreset.combine import (
     merged_centres,
     pass_on_rho,
     smallest_cluster_note,
+    support_floor,
     supported,
     tree_floors,
 )
@@ -44,7 +46,7 @@ from ._coreset.data import (
     sample_scores,
 )
 from ._coreset.quantile import corrected_quantile, distance_quantile
-from ._coreset.refine import COUNT_SHARE, ball_step, centre_variance, point_radius
+from ._coreset.refine import COUNT_SHARE, ball_step, centre_variance, point_radius, step_rhos
 from ._coreset.select import (
     SAMPLE_CAP,
     candidate_centres,
@@ -54,12 +56,14 @@ from ._coreset.select import (
     ward_merge,
 )
 from ._coreset.tree import (
+    NO_K_EQUAL_LEAVES,
     NO_K_STOP_SHARE,
     Grid,
     Space,
     capped_summary,
     count_levels,
     depth_for_k,
+    equal_levels,
     grow,
     level_budgets,
     mass_stop,
@@ -146,12 +150,16 @@ GIVEN_K_OVER = 1.3
 GIVEN_K_LEAVES = 4.0
 GIVEN_K_MIN_DEPTH = 4
 GIVEN_K_N_LLOYD = 2
-#: Without k, trees of at most ``NO_K_MAX_DIMS`` dimensions (``max_depth=None``): level ``l``'s
-#: budget is proportional to ``NO_K_GROWTH ** l`` (deep cells hold pieces of clusters) and a
-#: refined point is kept for the choice at ``NO_K_SUPPORT_SCALES`` noise scales of its count.
-#: Wider trees keep equal budgets (a threshold grows with ``ln 2^p``). See the documentation.
+#: Without k, trees of at most ``NO_K_MAX_DIMS`` dimensions (``max_depth=None``): the tree
+#: stops by :func:`~privclust.cluster._coreset.tree.mass_stop` and a refined point is kept for
+#: the choice at ``NO_K_SUPPORT_SCALES`` noise scales of its count; level ``l``'s budget is
+#: proportional to ``NO_K_GROWTH ** l`` (deep cells hold pieces of clusters), re-split equally
+#: in more than ``NO_K_GROWTH_MAX_DIMS`` dimensions when the released record count leaves room
+#: for many leaves (:func:`~privclust.cluster._coreset.tree.equal_levels`). Wider trees keep
+#: equal budgets (a threshold grows with ``ln 2^p``). See the documentation.
 NO_K_MAX_DIMS = 5
 NO_K_GROWTH = 1.3
+NO_K_GROWTH_MAX_DIMS = 2
 NO_K_SUPPORT_SCALES = 1.0
 WIDE_FIRST_SHARE = 0.4
 #: Data with more features ("wide") chooses k among clusterings of the coreset in the
@@ -192,10 +200,12 @@ class CoresetKMeans(PrivateClusterMixin):
        2022; for more than ``n_projected`` features, in a public random projection of the clipped
        records, as in DPCube, Balcan et al. ICML 2017): level by level the record counts of the
        children of every released cell, released with the linear-time pure-DP sparse histogram
-       (equal budgets per level; without k on at most ``NO_K_MAX_DIMS`` dimensions, growing by
-       ``NO_K_GROWTH`` per level and stopping where a level's significant cells hold under
-       ``NO_K_STOP_SHARE`` of the level above's). Projected, a private quantile of the distances
-       from the middle of the bounds narrows the projected box and sets the balls' radius.
+       (equal budgets per level; without k on at most ``NO_K_MAX_DIMS`` dimensions stopping
+       where a level's significant cells hold under ``NO_K_STOP_SHARE`` of the level above's,
+       growing by ``NO_K_GROWTH`` per level, or equal in over ``NO_K_GROWTH_MAX_DIMS`` when the
+       released record count leaves room for ``NO_K_EQUAL_LEAVES`` leaves). Projected, a
+       private quantile of the distances from the middle of the bounds narrows the projected
+       box and sets the balls' radius.
     3. **The coreset**: the released leaves at their centres, each with its noisy count (a
        cell's noisy count less its released children's is shared among them; for data over
        50 features a rest that reaches the children's significance floor stays on the cell,
@@ -215,12 +225,15 @@ class CoresetKMeans(PrivateClusterMixin):
        candidate by the simplified silhouette (squared distances less each centre's public expected
        squared noise) summed over the records of a Poisson sample of public
        rate (about ``SCORE_SAMPLE / eps_select`` records, every record of smaller data; sensitivity
-       1, however many candidates). Wider data chooses among clusterings of the coreset in the
-       projection, then recovers the chosen clusters' means in the original space (records by
-       nearest projected centre; each cluster's ball about the middle of the bounds moved by the
-       pseudo-inverse of the projection applied to its projected centre, the radius reduced to
-       match). Clusters whose noisy size is below three noise scales are dropped there (an empty
-       cluster's centre would sit among the records). Given ``n_clusters``, weighted k-means with
+       1, however many candidates); then (trees of at most ``NO_K_MAX_DIMS`` dimensions) refined
+       points standing apart from the chosen centres get centres of their own
+       (:mod:`privclust.cluster._coreset.apart`). Wider data chooses
+       among clusterings of the coreset in the projection, then recovers the chosen clusters'
+       means in the original space (records by nearest projected centre; each cluster's ball
+       about the middle of the bounds moved by the pseudo-inverse of the projection applied to
+       its projected centre, the radius reduced to match). Clusters whose noisy size is below
+       three noise scales are dropped there (an empty cluster's centre would sit among the
+       records). Given ``n_clusters``, weighted k-means with
        that k replaces the choice (wide data: with ``GIVEN_K_OVER`` times k, the unsupported dropped
        and the rest merged down to k after the recovery; points the coreset lacks start as copies of
        its heaviest points).
@@ -292,7 +305,8 @@ class CoresetKMeans(PrivateClusterMixin):
         Levels of the tree (None: 7; given ``n_clusters`` on data up to 50 features, fewer,
         down to 4, when the released record count and epsilon leave the tree room for fewer
         than 4 leaves per cluster; the levels not grown give their budget to the others;
-        without k on at most 5 features, levels' budgets growing by 1.3 per level).
+        without k on at most 5 features, levels' budgets growing by 1.3 per level, or equal
+        on 3 to 5 when the released record count leaves room for 256 leaves).
     n_lloyd : int or None
         Lloyd steps after the choice of k (None: 1; 2 given ``n_clusters``; 3 for data over 50
         features).
@@ -465,17 +479,6 @@ class CoresetKMeans(PrivateClusterMixin):
                      (1 - COUNT_SHARE) * sum(eps_steps), delta_share=1.0)
         return levels, budgets, items, eps_steps
 
-    @staticmethod
-    def _step_rhos(plan, eps_steps, pure) -> list[float]:
-        """Each step's share of the sums' zCDP block, in proportion to its epsilon (0 for pure
-        DP: Laplace sums). Needs delta (fixed by the record count under the delta rule)."""
-        if pure or not eps_steps:
-            return [0.0] * len(eps_steps)
-        plan.require_delta()
-        rho = plan.item(_ITEM_SUMS).rho
-        total = sum(eps_steps)
-        return [rho * e / total for e in eps_steps]
-
     # ------------------------------------------------------------------ fit
     def fit(self, X, y=None):
         """Cluster X privately. ``y`` is ignored (present for scikit-learn compatibility)."""
@@ -518,6 +521,8 @@ class CoresetKMeans(PrivateClusterMixin):
                                        None if ahead is None else ahead.n)
             if k_user is not None and self.max_depth is None and not wide:
                 levels, budgets = self._given_k_levels(plan, levels, budgets, k_user, n_hat, p)
+            elif no_k and p > NO_K_GROWTH_MAX_DIMS:  # thick trees of 3-5 dims: equal levels
+                budgets = equal_levels(plan, levels, budgets, n_hat, p, NO_K_EQUAL_LEAVES)
             rho = self._data_radius(engine, mech, space, wide, n_hat) if space.projected else None
             space.fit_box(rho)  # projected only
             tree_engine = projected_engine(engine, space)
@@ -529,16 +534,16 @@ class CoresetKMeans(PrivateClusterMixin):
             report.notes += cut
             step()
             budgets_ = [Step(names, e, r) for names, e, r in zip(
-                items, eps_steps, self._step_rhos(plan, eps_steps, pure_plan), strict=True)]
+                items, eps_steps, step_rhos(plan, eps_steps, pure_plan, _ITEM_SUMS), strict=True)]
             k, centres, ks, sizes, history = self._centres(
                 engine, tree_engine, mech, space, grid, points, weights, spread2, budgets_,
                 rho, (k_user, k_cap, n_hat, eps), gen, step)
         report.notes += self._notes(space, depth, released, points, k, k_user, steps)
-        if k_user is None:  # the smallest findable cluster, from the budgets spent
-            scales = SUPPORT_SCALES if wide else self._choice_scales(space.box.shape[0])
+        if k_user is None:  # the smallest findable cluster, from the budgets spent: a
+            # centre of its own needs SUPPORT_SCALES (the recovery's floor; apart_centres)
             report.notes.append(smallest_cluster_note(tree_floors(
-                released, budgets, space.box.shape[0]), scales / (
-                COUNT_SHARE * eps_steps[0]) if eps_steps else 0.0))
+                released, budgets, space.box.shape[0]), support_floor(eps_steps[0])
+                if eps_steps else 0.0))
         self.coreset_ = points
         self.coreset_weights_ = weights
         self.coreset_spread_ = spread2
@@ -567,7 +572,7 @@ class CoresetKMeans(PrivateClusterMixin):
             _, proj, ks = self._choose(tree_engine, grid.box, points, weights, over,
                                        *choice[1:], gen, mech)
             labels = nearest_labels(tree_engine, proj)
-            anchors, radius = self._recovery_balls(space, proj, rho)
+            anchors, radius = space.recovery_balls(proj, rho)
             first = steps[0]
             R, R_sizes = ball_step(engine, mech, labels, anchors, radius, first.epsilon,
                                    items=first.names, label="recovery", bounds=space.bounds,
@@ -595,6 +600,10 @@ class CoresetKMeans(PrivateClusterMixin):
             R_var = centre_variance(first_radius, R_sizes, steps[0].epsilon, steps[0].rho, d)
             k, centres, ks = self._choose(engine, space.bounds, R, R_sizes, *choice, gen,
                                           mech, var=R_var)
+            if choice[0] is None and k > 1 and space.box.shape[0] <= NO_K_MAX_DIMS:
+                centres = apart_centres(R, R_sizes, d * R_var, centres,  # post-processing
+                                        support_floor(steps[0].epsilon),
+                                        self._k_max(choice, R.shape[0]) - k)
             if points.shape[0] == 0:  # no coreset step ran: its share of the sums' block
                 steps = pass_on_rho(mech, steps, _ITEM_SUMS)
         step()
@@ -604,18 +613,6 @@ class CoresetKMeans(PrivateClusterMixin):
         centres, sizes, history = self._lloyd(engine, mech, space, centres, sizes, var,
                                               steps[1:], step, choice[2], sizes_released=False)
         return centres.shape[0], centres, ks, sizes, history
-
-    @staticmethod
-    def _recovery_balls(space, proj, radius):
-        """The recovery's balls (post-processing of public and released values): about
-        ``mid + G^+ z_j`` for the cluster's centre ``z_j`` in the projection (``G^+`` the
-        pseudo-inverse of the public projection: the part of the cluster's offset from the
-        middle that the projection shows), with radius ``sqrt(radius^2 - ||G^+ z_j||^2)``
-        (at least ``radius / 10``): a record within ``radius`` of the middle whose image is
-        near ``z_j`` lies within it. Returns ``(anchors (m, d), radii (m,))``."""
-        lift = proj @ np.linalg.pinv(space.G).T
-        reach2 = radius**2 - np.einsum("ij,ij->i", lift, lift)
-        return space.mid + lift, np.sqrt(np.maximum(reach2, (0.1 * radius) ** 2))
 
     @staticmethod
     def _record_count(engine, mech, plan, epsilon, n=None) -> int:
@@ -696,6 +693,12 @@ class CoresetKMeans(PrivateClusterMixin):
         return R, sizes, spread2
 
     @staticmethod
+    def _k_max(choice, m) -> int:
+        """The largest k considered (public): ``choice`` is ``(k_user, k_cap, n_hat, eps)``."""
+        _, k_cap, n_hat, eps = choice
+        return min(MAX_CHOSEN_K, k_cap or MAX_CHOSEN_K, m, int(n_hat * eps / RECORDS_PER_EPS))
+
+    @staticmethod
     def _choose(Z, box, P, sizes, k_user, k_cap, n_hat, eps, gen, mech, var=None):
         """k and its centres from the weighted points ``P`` (post-processing of released
         values). Given k: weighted k-means (centres the points cannot supply are uniform public
@@ -714,7 +717,7 @@ class CoresetKMeans(PrivateClusterMixin):
             centres = fit_centres(P, w, k_user, int(gen.integers(0, 2**31 - 1)), N_INIT)
             return k_user, np.vstack([centres, extra_centres(
                 P, w, k_user - centres.shape[0], box, gen)]), []
-        k_max = min(MAX_CHOSEN_K, k_cap or MAX_CHOSEN_K, m, int(n_hat * eps / RECORDS_PER_EPS))
+        k_max = CoresetKMeans._k_max((k_user, k_cap, n_hat, eps), m)
         if k_max < 2:
             mech.plan.leave_unspent(_ITEM_SELECT, f"{m} coreset point(s): nothing to choose")
             centre = np.average(P, axis=0, weights=w)[None] if m else box.mean(axis=1)[None]

@@ -12,6 +12,8 @@ parameter checks, plan items and noise calibrations, and models what they imply.
   region (records per core window) that is found;
 * the k-means family: ``noise_per_coordinate`` ``s``: a cluster of ``m`` records has its
   released centre off by about ``s / m`` per coordinate;
+* CoresetKMeans: ``min_cluster_size``, the smallest cluster standing apart it can find (the
+  tree's significance floors and the support floor of a centre of its own);
 * DPGaussianMixture: ``sigma`` per iteration and the ``min_count`` below which a component is
   noise;
 * DPHDBSCAN: the tree's levels, cell widths, thresholds and significance floor, and the

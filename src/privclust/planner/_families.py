@@ -25,6 +25,7 @@ from ..cluster.lsh_splits import LSHSplits
 from ..privacy import PrivacyPlan
 from ..privacy.histogram import sparse_threshold
 from ..privacy.plan import NOISY_N_SHARE
+from ._coreset import coreset_floors
 from ._dpm import geometric_sd
 from ._verdict import records
 
@@ -141,7 +142,7 @@ def plan_centres(est, n: float, d: int, bounds: np.ndarray, expected_clusters) -
     elif isinstance(est, CoresetKMeans):  # k is chosen privately; no closed-form noise model
         k = est.n_clusters or expected_clusters or 2
         sd_unit = count_sd = None
-        extra = {"k_chosen_privately": est.n_clusters is None}
+        extra = {"k_chosen_privately": est.n_clusters is None, **coreset_floors(est, n, d)}
     else:
         k, eps_rel, extra = _centre_release(est, n, d)
         sd_unit = count_sd = None
@@ -175,7 +176,10 @@ def describe_centres(f: dict, n: float, expected_clusters) -> tuple[list[str], l
                   "simplified silhouette)" if f["k_chosen_privately"] else f"{k} centres")
         return ([f"{chosen}, centres from a private coreset refined by noisy means"],
                 ["no closed-form noise per coordinate for this estimator: measured accuracy "
-                 "is on its documentation page"])
+                 "is on its documentation page",
+                 f"a cluster standing apart of fewer than about {f['min_cluster_size']:.0f} "
+                 f"records (the tree's significance floors up to {f['tree_floor']:.0f}, the "
+                 f"support floor of a centre of its own {f['support_floor']:.0f})"])
     if f["noise_per_coordinate"] is None:
         return ([f"{k} centres from noisy cell counts (no noisy-mean refinement)"],
                 ["no noise per coordinate to state: accuracy is the deepest cell's width"])

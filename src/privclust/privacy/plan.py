@@ -335,6 +335,20 @@ class PrivacyPlan:
             self.notes.append(f"epsilon {moved_eps:.4g} moved to {where}: {reason}")
         return moved_eps
 
+    def resplit(self, names, epsilons, reason: str) -> None:
+        """Re-split the epsilon of the items ``names`` (pure, none spent yet) as ``epsilons``,
+        whose sum must equal theirs: a budget re-split on released values keeps the plan's
+        total (a privacy filter)."""
+        items = [self.item(n) for n in names]
+        if any(i.kind != "pure" or i.spent_epsilon or i.spent_delta for i in items):
+            raise PlanExceededError("only pure items that have not spent are re-split")
+        before, after = math.fsum(i.epsilon for i in items), math.fsum(epsilons)
+        if len(epsilons) != len(items) or abs(after - before) > 1e-12 * max(before, 1.0):
+            raise PlanExceededError(f"a re-split must keep the items' total {before:.6g}")
+        for item, eps in zip(items, epsilons, strict=True):
+            item.epsilon = float(eps)
+        self.notes.append(f"epsilon {before:.4g} of {len(items)} items re-split: {reason}")
+
     def leave_unspent(self, name: str, reason: str) -> None:
         """State that an item will not be spent, and why (the report lists it)."""
         item = self.item(name)

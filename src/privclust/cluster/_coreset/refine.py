@@ -26,7 +26,8 @@ import numpy as np
 from ...privacy import zcdp_gaussian_sigma
 from .data import ball_totals, corrected_nearest
 
-__all__ = ["COUNT_SHARE", "ball_step", "corrected_nearest", "centre_variance", "point_radius"]
+__all__ = ["COUNT_SHARE", "ball_step", "corrected_nearest", "centre_variance", "point_radius",
+           "step_rhos"]
 
 #: Share of a step's epsilon for the noisy sizes (the rest goes to the sums: the clusters hold
 #: hundreds of records or more, so the sizes need little).
@@ -89,3 +90,15 @@ def point_radius(spread2, bounds, factor) -> np.ndarray:
     cells' geometry), at most the bounds' half-diagonal."""
     top = float(np.sqrt(np.sum(((bounds[:, 1] - bounds[:, 0]) / 2.0) ** 2)))
     return np.clip(factor * np.sqrt(spread2), 1e-9 * top + 1e-300, top)
+
+
+def step_rhos(plan, eps_steps, pure, item) -> list[float]:
+    """Each step's share of the sums' zCDP block (the plan's ``item``), in proportion to its
+    epsilon (0 for pure DP: Laplace sums). Needs delta (fixed by the record count under the
+    delta rule)."""
+    if pure or not eps_steps:
+        return [0.0] * len(eps_steps)
+    plan.require_delta()
+    rho = plan.item(item).rho
+    total = sum(eps_steps)
+    return [rho * e / total for e in eps_steps]
