@@ -71,11 +71,11 @@ def _capture(X, epsilon, seed):
         cap.update(rate=rate, cands=cands, anchors=anchors, noise2=noise2, scores=out)
         return out
 
-    def chosen(Z, box, P, sizes, k_user, *rest, var=None):
+    def chosen(Z, box, P, sizes, k_user, *rest, var=None, split=None):
         mech = rest[-1]
         cap.update(box=np.asarray(box), points=P.copy(), sizes=np.asarray(sizes, dtype=float))
         cap["eps_select"] = mech.plan.item(coreset_module._ITEM_SELECT).epsilon
-        out = choose(Z, box, P, sizes, k_user, *rest, var=var)
+        out = choose(Z, box, P, sizes, k_user, *rest, var=var, split=split)
         cap["ks"] = out[2]
         return out
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import NamedTuple
 
 import numpy as np
 
@@ -32,21 +31,15 @@ from ._coreset.combine import (
     extra_centres,
     inverse_variance,
     lost_clusters,
-    merged_centres,
     pass_on_rho,
     smallest_cluster_note,
     support_floor,
     supported,
     tree_floors,
 )
-from ._coreset.data import (
-    nearest_labels,
-    projected_engine,
-    records_for_labels,
-    sample_scores,
-)
+from ._coreset.data import nearest_labels, projected_engine, records_for_labels, sample_scores
 from ._coreset.quantile import corrected_quantile, distance_quantile
-from ._coreset.refine import COUNT_SHARE, ball_step, centre_variance, point_radius, step_rhos
+from ._coreset.refine import COUNT_SHARE, Step, ball_step, centre_variance, point_radius, step_rhos
 from ._coreset.select import (
     SAMPLE_CAP,
     candidate_centres,
@@ -55,6 +48,7 @@ from ._coreset.select import (
     score_rate,
     ward_merge,
 )
+from ._coreset.split import SPLIT_SIZES, plan_split, pooled_centres, split_candidates, split_step
 from ._coreset.tree import (
     NO_K_EQUAL_LEAVES,
     NO_K_STOP_SHARE,
@@ -71,15 +65,6 @@ from ._coreset.tree import (
 
 __all__ = ["CoresetKMeans"]
 
-
-class Step(NamedTuple):
-    """One refinement step's budget: its line items (sizes, sums[, ball radius]), its epsilon
-    (sizes and sums; the sums' part is what its share of the zCDP block is worth) and its rho
-    (0: Laplace sums, pure DP)."""
-
-    names: tuple
-    epsilon: float
-    rho: float
 
 #: Default budget shares: the record count, the tree, the choice of k, the refinement (with
 #: ``n_clusters`` given, the choice's share goes to the refinement).
@@ -227,16 +212,16 @@ class CoresetKMeans(PrivateClusterMixin):
        rate (about ``SCORE_SAMPLE / eps_select`` records, every record of smaller data; sensitivity
        1, however many candidates); then (trees of at most ``NO_K_MAX_DIMS`` dimensions) refined
        points standing apart from the chosen centres get centres of their own
-       (:mod:`privclust.cluster._coreset.apart`). Wider data chooses
-       among clusterings of the coreset in the projection, then recovers the chosen clusters'
-       means in the original space (records by nearest projected centre; each cluster's ball
-       about the middle of the bounds moved by the pseudo-inverse of the projection applied to
-       its projected centre, the radius reduced to match). Clusters whose noisy size is below
-       three noise scales are dropped there (an empty cluster's centre would sit among the
-       records). Given ``n_clusters``, weighted k-means with
-       that k replaces the choice (wide data: with ``GIVEN_K_OVER`` times k, the unsupported dropped
-       and the rest merged down to k after the recovery; points the coreset lacks start as copies of
-       its heaviest points).
+       (:mod:`privclust.cluster._coreset.apart`). Wider data chooses among clusterings of the
+       coreset in the projection, then recovers the chosen clusters' means in the original space
+       (records by nearest projected centre; each cluster's ball about the middle of the bounds
+       moved by the pseudo-inverse of the projection applied to its projected centre, the radius
+       reduced to match). Clusters whose noisy size is below three noise scales are dropped there
+       (an empty cluster's centre would sit among the records). Given ``n_clusters``, weighted
+       k-means with that k replaces the choice (wide data: with ``GIVEN_K_OVER`` times k, the
+       unsupported dropped and the rest merged down to k after the recovery; points the coreset
+       lacks start as copies of its heaviest points). A thin coreset without k: a split step
+       before the choice gives it candidates finer than the coreset (``_coreset.split``).
     6. **Lloyd steps** (``n_lloyd``; None: 1, 2 given k, and 3 for data over 50 features), in the
        original space: noisy sizes and sums of the records nearest every centre, each
        restricted to a ball about its centre whose radius is a private quantile of the
@@ -265,7 +250,8 @@ class CoresetKMeans(PrivateClusterMixin):
     to a public grid and summed exactly; a record's place in the Poisson sample is one public
     uniform draw of its own, so adding or removing a record adds or removes at most its own term;
     the scores are monotone, so without the factor 2; no amplification by the sampling is claimed)
-    and every refinement step (sizes: two-sided geometric, sensitivity 1; sums of ``(x - a) / r``
+    and every refinement step, the split step of a thin coreset included (sizes: two-sided
+    geometric, sensitivity 1; sums of ``(x - a) / r``
     over records within ``r`` of ``a``: every term in the unit ball, L2 sensitivity 1 for the
     Gaussian mechanism, L1 ``sqrt(d)`` for Laplace; the clusters are disjoint, so each step is one
     release of each). With ``delta > 0`` the sums of all the steps form one zCDP block (Bun and
@@ -508,6 +494,7 @@ class CoresetKMeans(PrivateClusterMixin):
         no_k = k_user is None and self.max_depth is None and not wide and p <= NO_K_MAX_DIMS
         levels, budgets, items, eps_steps = self._plan_items(plan, depth, shares, steps, pure_plan,
             space.projected, wide, NO_K_GROWTH if no_k else LEVEL_GROWTH)
+        plan_split(plan, pure_plan) if no_k and not space.projected and n_lloyd >= 1 else None
         self._reserve_plan(plan, accountant, "CoresetKMeans")
 
         engine = self._make_engine(X, bounds)
@@ -538,6 +525,8 @@ class CoresetKMeans(PrivateClusterMixin):
             k, centres, ks, sizes, history = self._centres(
                 engine, tree_engine, mech, space, grid, points, weights, spread2, budgets_,
                 rho, (k_user, k_cap, n_hat, eps), gen, step)
+        if plan.has_item(SPLIT_SIZES) and plan.item(SPLIT_SIZES).epsilon > 0:
+            steps = [steps[0], "split step (thin coreset, before the choice of k)", *steps[2:]]
         report.notes += self._notes(space, depth, released, points, k, k_user, steps)
         if k_user is None:  # the smallest findable cluster, from the budgets spent: a
             # centre of its own needs SUPPORT_SCALES (the recovery's floor; apart_centres)
@@ -598,8 +587,12 @@ class CoresetKMeans(PrivateClusterMixin):
             first_radius = np.zeros(0) if not R.shape[0] else np.full(R.shape[0], rho) \
                 if space.projected else point_radius(R_spread, space.bounds, BALL_FACTOR)
             R_var = centre_variance(first_radius, R_sizes, steps[0].epsilon, steps[0].rho, d)
+            split = split_step(engine, mech, space, R, R_sizes, first_radius, steps[1])
+            if split is not None:  # it took the first Lloyd step's budget
+                steps = [steps[0], *steps[2:]]
+                step()
             k, centres, ks = self._choose(engine, space.bounds, R, R_sizes, *choice, gen,
-                                          mech, var=R_var)
+                                          mech, var=R_var, split=split)
             if choice[0] is None and k > 1 and space.box.shape[0] <= NO_K_MAX_DIMS:
                 centres = apart_centres(R, R_sizes, d * R_var, centres,  # post-processing
                                         support_floor(steps[0].epsilon),
@@ -607,7 +600,7 @@ class CoresetKMeans(PrivateClusterMixin):
             if points.shape[0] == 0:  # no coreset step ran: its share of the sums' block
                 steps = pass_on_rho(mech, steps, _ITEM_SUMS)
         step()
-        sizes, var = merged_centres(R, R_sizes, R_var, centres)
+        centres, sizes, var = pooled_centres(centres, (R, R_sizes, R_var), split)
         # the centres' sizes are sums over the refined points nearest them, not a release about
         # these clusters: the first Lloyd step has nothing to compare its sizes with
         centres, sizes, history = self._lloyd(engine, mech, space, centres, sizes, var,
@@ -699,7 +692,7 @@ class CoresetKMeans(PrivateClusterMixin):
         return min(MAX_CHOSEN_K, k_cap or MAX_CHOSEN_K, m, int(n_hat * eps / RECORDS_PER_EPS))
 
     @staticmethod
-    def _choose(Z, box, P, sizes, k_user, k_cap, n_hat, eps, gen, mech, var=None):
+    def _choose(Z, box, P, sizes, k_user, k_cap, n_hat, eps, gen, mech, var=None, split=None):
         """k and its centres from the weighted points ``P`` (post-processing of released
         values). Given k: weighted k-means (centres the points cannot supply are uniform public
         draws in ``box``). Otherwise one candidate per k of
@@ -708,7 +701,8 @@ class CoresetKMeans(PrivateClusterMixin):
         ``P``; sensitivity 1). ``var``: the points' noise variances (public); each candidate
         centre's expected squared noise
         (:func:`~privclust.cluster._coreset.combine.candidate_noise2`) is taken off the
-        records' squared distances to it. Returns ``(k, centres, ks)``."""
+        records' squared distances to it. ``split``: see :func:`~privclust.cluster._coreset.
+        split.split_candidates`. Returns ``(k, centres, ks)``."""
         w = np.maximum(np.asarray(sizes, dtype=float), 0.0)
         var = None if var is None else np.asarray(var, dtype=float)[w > 0]
         P, w = P[w > 0], w[w > 0]
@@ -728,13 +722,16 @@ class CoresetKMeans(PrivateClusterMixin):
         rate = score_rate(n_hat, eps_select, SCORE_SAMPLE, SAMPLE_CAP if box.shape[0] <=
                           NO_K_MAX_DIMS else np.inf)  # public values only
         noise2 = None if var is None else candidate_noise2(P, w, var, cands)
-        scores = sample_scores(Z, rate, gen, cands, P, noise2)
+        cands, ks, noise2, anchors, fine = split_candidates(split, cands, ks, noise2, P, min(
+            MAX_CHOSEN_K, k_cap or MAX_CHOSEN_K, int(n_hat * eps / RECORDS_PER_EPS)), gen, N_INIT)
+        scores = sample_scores(Z, rate, gen, cands, anchors, noise2)
         i = int(mech.select(scores, 1.0, eps_select,
                             target=f"the number of clusters, one of {len(ks)} candidates",
                             note="score: the simplified silhouette of the records of a Poisson "
                             f"sample of public rate {rate:.4g} against each candidate's centres "
-                            "(public, from the coreset; squared distances less the centres' "
-                            "public expected squared noise): sensitivity 1",
+                            "(public, from the coreset" + " and the split step" * fine
+                            + "; squared distances less the centres' public expected squared "
+                            "noise): sensitivity 1",
                             item=_ITEM_SELECT, monotone=True))
         return ks[i], cands[i], ks
 

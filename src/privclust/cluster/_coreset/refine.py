@@ -20,22 +20,33 @@ in many dimensions the ball's sensitivity is about 3 times smaller.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 
 from ...privacy import zcdp_gaussian_sigma
 from .data import ball_totals, corrected_nearest
 
-__all__ = ["COUNT_SHARE", "ball_step", "corrected_nearest", "centre_variance", "point_radius",
-           "step_rhos"]
+__all__ = ["COUNT_SHARE", "Step", "ball_step", "corrected_nearest", "centre_variance",
+           "point_radius", "step_rhos"]
 
 #: Share of a step's epsilon for the noisy sizes (the rest goes to the sums: the clusters hold
 #: hundreds of records or more, so the sizes need little).
 COUNT_SHARE = 0.15
 
 
+class Step(NamedTuple):
+    """One refinement step's budget: its line items (sizes, sums[, ball radius]), its epsilon
+    (sizes and sums; the sums' part is what its share of the zCDP block is worth) and its rho
+    (0: Laplace sums, pure DP)."""
+
+    names: tuple
+    epsilon: float
+    rho: float
+
+
 def ball_step(engine, mech, labels, anchors, radius, epsilon, *, items, label, bounds,
-              rho=0.0, fallback=None):
+              rho=0.0, fallback=None, eps_count=None):
     """One release of noisy sizes and sums of the ``k`` clusters given by ``labels`` (one per
     record of ``engine``, -1: no cluster; :class:`~privclust.cluster._coreset.data.ChunkLabels`
     on the Dask engine), records restricted to the balls ``anchors`` (k, d),
@@ -43,7 +54,8 @@ def ball_step(engine, mech, labels, anchors, radius, epsilon, *, items, label, b
     for the sizes and the sums; ``rho > 0`` releases the sums with the Gaussian mechanism at
     ``rho``-zCDP (a share of the sums' zCDP block), else with Laplace at the rest of
     ``epsilon`` after the sizes. A cluster whose noisy size is below 1 gets its row of
-    ``fallback`` (default: its anchor)."""
+    ``fallback`` (default: its anchor). ``eps_count``: the sizes' epsilon, when it is not
+    ``COUNT_SHARE`` of ``epsilon`` (the sums then spend the rest)."""
     anchors = np.asarray(anchors, dtype=float)
     radius = np.asarray(radius, dtype=float)
     d = anchors.shape[1]
@@ -51,7 +63,7 @@ def ball_step(engine, mech, labels, anchors, radius, epsilon, *, items, label, b
     # public radius: a function of the exact totals alone, however far the anchors lie from 0
     counts, sums = ball_totals(engine, labels, anchors, radius)
     units = sums / radius[:, None]
-    eps_count = COUNT_SHARE * epsilon
+    eps_count = COUNT_SHARE * epsilon if eps_count is None else eps_count
     eps_sum = epsilon - eps_count
     n_hat = mech.count(counts, eps_count, target=f"cluster sizes, {label}",
                        note="records in their cluster's ball; the clusters are disjoint",
