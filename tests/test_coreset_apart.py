@@ -115,3 +115,16 @@ def test_the_planner_states_the_smallest_findable_cluster_the_fit_notes():
     fp = plan(CoresetKMeans(epsilon=1.0, bounds=(-100, 100)), model.n_hat_, d=5)
     assert f"about {math.ceil(fp.min_cluster_size)} records standing apart" in note
     assert any("a cluster standing apart of fewer than" in line for line in fp.cannot[0])
+
+
+def test_a_fit_given_k_notes_its_smallest_findable_cluster_as_the_planner_does():
+    """Given k too, the report says from public values how small a cluster standing apart the
+    budget lets the tree keep, the planner's figure for the same estimator."""
+    from privclust.planner import plan
+
+    X, _ = _unequal_mixture(2)
+    model = CoresetKMeans(10, epsilon=0.5, bounds=(-100, 100), random_state=0).fit(X)
+    note = next(n for n in model.privacy_report_.notes if n.startswith("smallest findable"))
+    fp = plan(CoresetKMeans(10, epsilon=0.5, bounds=(-100, 100)), model.n_hat_, d=5)
+    assert f"about {math.ceil(fp.min_cluster_size)} records standing apart" in note
+    assert fp.min_cluster_size > 150  # here the 150-record cluster is below it

@@ -528,11 +528,11 @@ class CoresetKMeans(PrivateClusterMixin):
         if plan.has_item(SPLIT_SIZES) and plan.item(SPLIT_SIZES).epsilon > 0:
             steps = [steps[0], "split step (thin coreset, before the choice of k)", *steps[2:]]
         report.notes += self._notes(space, depth, released, points, k, k_user, steps)
-        if k_user is None:  # the smallest findable cluster, from the budgets spent: a
-            # centre of its own needs SUPPORT_SCALES (the recovery's floor; apart_centres)
-            report.notes.append(smallest_cluster_note(tree_floors(
-                released, budgets, space.box.shape[0]), support_floor(eps_steps[0])
-                if eps_steps else 0.0))
+        # the smallest findable cluster, from the budgets spent (as plan() says, with or
+        # without k): a centre of its own needs SUPPORT_SCALES (the recovery's floor)
+        report.notes.append(smallest_cluster_note(tree_floors(
+            released, budgets, space.box.shape[0]), support_floor(eps_steps[0])
+            if eps_steps else 0.0))
         self.coreset_ = points
         self.coreset_weights_ = weights
         self.coreset_spread_ = spread2

@@ -97,11 +97,11 @@ def merged_centres(points, sizes, var, centres):
 
 
 def smallest_cluster_note(tree_floors, support) -> str:
-    """The report's line on the smallest cluster standing apart that a fit without k can find
-    (public values: the plan's budgets): its records must reach every tree level's
-    significance floor (``tree_floors``) in the cell holding it, and its refined points (or
-    its recovered cluster) the support floor of a centre of its own (``support``: a cluster
-    the choice leaves out gets one when it stands apart,
+    """The report's line on the smallest cluster standing apart that a fit can find (public
+    values: the plan's budgets): its records must reach every tree level's significance floor
+    (``tree_floors``) in the cell holding it, and its refined points (or its recovered
+    cluster) the support floor of a centre of its own (``support``; without k a cluster the
+    choice leaves out gets one when it stands apart,
     :func:`~privclust.cluster._coreset.apart.apart_centres`)."""
     tree = max(tree_floors, default=0.0)
     return (f"smallest findable cluster (from public values): about "
