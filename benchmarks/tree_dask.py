@@ -1,6 +1,8 @@
-"""The shifted grid tree's levels on the Dask engine: splitting the cells of the level above
-where the records live (``split_cells``) against counting the grid's cells and looking up every
-cell's parent on the client (``cell_counts``), and the NumPy engine beside them.
+"""The shifted grid tree's levels on the Dask engine: keying the records' cells where they live
+and keeping each level there in parts (``split_keys``, what trees that read a level once use),
+splitting the cells of the level above there (``split_cells``, what EMMC uses) and counting the
+grid's cells and looking up every cell's parent on the client (``cell_counts``), and the NumPy
+engine beside them; every cell of every level is released (the whole tree).
 
     python benchmarks/tree_dask.py                      # 2,000,000 x 10 float32, 7 levels
     python benchmarks/tree_dask.py --n 2000000 --d 2 --levels 9 --repeats 3
@@ -27,15 +29,27 @@ from privclust.engine import LocalEngine
 from privclust.engine.dask import DaskEngine
 
 
-def _walk(engine, grid, levels, split):
+def _walk(engine, grid, levels, how):
+    """Every cell of every level released (the whole tree); a level's time includes reading
+    its cells (a level kept on the workers in parts is read part by part)."""
     walk = CellWalk(engine, grid)
-    if not split:
+    if how != "key" and walk.by_key:  # the walk by groups, as trees that keep levels use
+        walk.by_key, walk.groups = False, engine.root()
+    if how == "lookup":
         walk.split, walk.groups = False, None
     times, outs = [], []
     for level in range(1, levels + 1):
         t0 = time.perf_counter()
-        outs.append(walk.next(level))
+        keys, counts = walk.next(level)
+        if counts is None:  # a source in parts
+            parts = list(keys.parts())
+            keys = np.concatenate([p[0] for p in parts])
+            counts = np.concatenate([p[1] for p in parts])
+        order = np.argsort(keys)
+        keys, counts = keys[order], counts[order]
+        walk.released(keys)
         times.append(time.perf_counter() - t0)
+        outs.append((keys, counts))
     return times, outs
 
 
@@ -50,10 +64,11 @@ def main() -> None:
     bounds = np.tile([-70.0, 70.0], (args.d, 1))
     grid = ShiftedGrid(bounds, np.random.default_rng(0).uniform(0.0, 1.0, args.d) * 140.0)
     with process_cluster() as client:
-        engines = {"NumPy (split)": (LocalEngine(X, bounds), True)}
+        engines = {"NumPy (split)": (LocalEngine(X, bounds), "split")}
         D = DaskEngine(scattered(client, X), bounds)
-        engines["Dask split_cells"] = (D, True)
-        engines["Dask cell_counts + lookup"] = (D, False)
+        engines["Dask by key, in parts"] = (D, "key")
+        engines["Dask split_cells"] = (D, "split")
+        engines["Dask cell_counts + lookup"] = (D, "lookup")
         print(f"tree levels, {args.n:,} x {args.d} float32, LocalCluster(2 worker processes, "
               f"1 thread each); median of {args.repeats} walks (s per level)")
         ref = None
@@ -64,11 +79,11 @@ def main() -> None:
             outs = runs[0][1]
             if ref is None:
                 ref = outs
-            for a, b in zip(ref, outs, strict=True):  # the same counts (parents: each walk's
-                assert np.array_equal(np.sort(a[2]), np.sort(b[2])), name  # own cell order)
+            for a, b in zip(ref, outs, strict=True):  # the same keys and counts
+                assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1]), name
             print(f"{name:28s} " + " ".join(f"{t:6.3f}" for t in med)
                   + f"   total {sum(med):6.2f}")
-        print("cells per level:            " + " ".join(f"{o[2].size:6d}" for o in ref))
+        print("cells per level:            " + " ".join(f"{o[1].size:6d}" for o in ref))
 
 
 if __name__ == "__main__":
