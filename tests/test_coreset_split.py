@@ -103,3 +103,28 @@ def test_given_k_and_coresets_that_are_not_thin_plan_the_split_at_zero():
     given = _fit(X, bounds=(-12, 12), n_clusters=5)
     assert "cluster sizes, split step" not in {
         line["item"] for line in given.privacy_report_.plan}
+
+
+@pytest.mark.parametrize("delta", [None, 0.0], ids=["zcdp-sums", "laplace-sums"])
+def test_the_split_steps_noise_is_drawn_at_the_scale_its_releases_state(monkeypatch, delta):
+    """Every draw of a thin fit, the split step's sizes and sums included, at the scale its
+    release states, each release on a line of the plan, and each line spent as planned."""
+    from tests.test_plan import _check_draws, _Draws
+
+    X, _ = _grid_blobs()
+    draws = _Draws(monkeypatch)
+    model = _fit(X, delta=delta)
+    plan = {i["item"]: i for i in model.privacy_report_.plan}
+    split = [(r, g) for r, g in draws.by_release if "split step" in r.target]
+    assert len(split) == 2 and all(g for _, g in split)  # sizes and sums, each with draws
+    spent: dict[str, float] = {}
+    for release, group in draws.by_release:
+        _check_draws(release, group)
+        assert release.item in plan, release.target
+        spent[release.item] = spent.get(release.item, 0.0) + (
+            release.rho if plan[release.item]["kind"] == "zcdp" else release.epsilon)
+    for item in ("cluster sizes, split step", "cluster sums, split step"):
+        if item in spent:
+            line = plan[item]
+            want = line["rho"] if line["kind"] == "zcdp" else line["epsilon"]
+            assert spent[item] == pytest.approx(want, rel=1e-9) and want > 0
