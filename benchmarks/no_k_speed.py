@@ -16,7 +16,8 @@ and generated mixtures (``make_blobs``, ``random_state=0``): ``blobs_100k_2d`` (
 100 centres), ``blobs_200k_20d`` (200,000 x 20, 32 centres), ``blobs_50k_6d`` (50,000 x 6, 12
 centres). ``--sets`` also takes smaller sets of Gagolewski's battery (``SMALL``). Sets absent
 from the data folder are skipped with a printed line; a fit refused up front (too few records
-for the budget) prints "refused".
+for the budget) prints "refused" (in the table: a cell whose every seed was refused; otherwise
+the figures are over the seeds that ran, the refused ones counted beside them).
 
 ``--table`` prints the default's quality table instead (``TABLE`` sets unless ``--sets`` names
 others; epsilon 1, 0.5 and 0.25 unless ``--epsilons``): per set and epsilon, the mean ARI and
@@ -95,17 +96,25 @@ def _cost(X, centres):
 
 
 def _quality(X, y, k, epsilon, seeds, base):
-    """Mean ARI, median clusters and median cost ratio over the seeds; None if refused."""
-    out = []
+    """Mean ARI, median clusters and median cost ratio over the seeds whose fit ran, and how
+    many were refused; None if every seed was refused."""
+    out, refused = [], 0
     for seed in range(seeds):
         try:
             model = CoresetKMeans(k, epsilon=epsilon, bounds="private", random_state=seed).fit(X)
-        except ValueError:  # refused up front
-            return None
+        except ValueError:  # refused up front (the noisy count says too few records)
+            refused += 1
+            continue
         out.append((ari(y, model.labels_), model.n_clusters_,
                     _cost(X, model.cluster_centers_) / base))
+    if not out:
+        return None
     a, kk, c = zip(*out, strict=True)
-    return float(np.mean(a)), statistics.median(kk), statistics.median(c)
+    return float(np.mean(a)), statistics.median(kk), statistics.median(c), refused
+
+
+def _refused(q, seeds) -> str:
+    return f" ({q[3]} of {seeds} refused)" if q[3] else ""
 
 
 def table(sets, epsilons, seeds):
@@ -125,8 +134,8 @@ def table(sets, epsilons, seeds):
             if no_k is None or given is None:
                 cells += ["refused", "refused"]
                 continue
-            cells += [f"{no_k[0]:.3f} / {no_k[1]:g} / {no_k[2]:.2f}x",
-                      f"{given[0]:.3f} / {given[2]:.2f}x"]
+            cells += [f"{no_k[0]:.3f} / {no_k[1]:g} / {no_k[2]:.2f}x" + _refused(no_k, seeds),
+                      f"{given[0]:.3f} / {given[2]:.2f}x" + _refused(given, seeds)]
             if no_k[0] < given[0] - 0.10 or (given[0] >= 0.4 and no_k[1] < k / 4):
                 misses.append(f"{name} at {eps:g}: {no_k[0]:.3f} / {no_k[1]:g} clusters without "
                               f"k, {given[0]:.3f} given k")
