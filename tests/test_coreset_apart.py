@@ -128,3 +128,32 @@ def test_a_fit_given_k_notes_its_smallest_findable_cluster_as_the_planner_does()
     fp = plan(CoresetKMeans(10, epsilon=0.5, bounds=(-100, 100)), model.n_hat_, d=5)
     assert f"about {math.ceil(fp.min_cluster_size)} records standing apart" in note
     assert fp.min_cluster_size > 150  # here the 150-record cluster is below it
+
+
+@pytest.mark.parametrize("path", ["split step", "equal re-split"])
+@pytest.mark.parametrize("delta", [None, 0.0], ids=["zcdp", "pure"])
+def test_the_new_no_k_paths_spend_exactly_a_shared_accountants_budget(path, delta):
+    """The thin coreset's split step and the thick 3-5-D tree's equal re-split move budget
+    between the plan's lines: a shared Accountant of exactly the budget ends at zero, the
+    report spends what it planned, and the next fit is refused before reading data."""
+    from tests.test_coreset_split import _grid_blobs
+    from tests.test_plan import _Untouchable
+
+    from privclust.privacy import DELTA_CAP, Accountant, Budget, BudgetExceededError
+
+    X, eps, bounds = (_grid_blobs()[0], 0.5, (-10, 40)) if path == "split step" else (
+        _unequal_mixture(0)[0], 1.0, (-100, 100))
+    acc = Accountant(Budget(eps, DELTA_CAP if delta is None else 0.0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = CoresetKMeans(epsilon=eps, delta=delta, bounds=bounds, random_state=1,
+                              accountant=acc).fit(X)
+    rep = model.privacy_report_
+    ran = any("split step" in r.target for r in rep.releases) if path == "split step" else \
+        any("re-split" in n for n in rep.notes)
+    assert ran
+    assert acc.remaining[0] == pytest.approx(0.0, abs=1e-9)
+    assert rep.total().epsilon == pytest.approx(eps, rel=1e-9) and rep.unspent == []
+    with pytest.raises(BudgetExceededError, match="No data was read"):
+        CoresetKMeans(epsilon=eps, delta=delta, bounds=bounds, accountant=acc).fit(
+            _Untouchable())
