@@ -17,8 +17,10 @@ Two ways to release a histogram over a universe of ``n_cells`` cells:
   dense histogram with every value below ``theta`` set to zero (Thm 6.1), so it is epsilon-DP,
   and it never enumerates the grid: empty cells are found by rejection sampling of random cell
   indices against the sorted non-empty set (grids of 10^12 cells need no allocation); when the
-  grid is not much larger than the data, the empty cells are enumerated instead (then O(n_cells)
-  is O(n)).
+  grid is not much larger than the data, uniform ranks among the empty cells are drawn instead
+  and each rank's cell found from the non-empty cells below it (no array over the grid either).
+  The non-empty cells may be given in parts, read one at a time (a level of a tree held where
+  the records are): the release is the same as over one array.
 
   **Pure DP in the Real-RAM model only** (paper, end of Sec. 6; ``Departures`` item 15). The
   equivalence proof assumes exact real arithmetic: the binomial draw with a tiny ``p`` over
