@@ -48,9 +48,9 @@ import warnings
 import numpy as np
 from scipy.spatial import cKDTree
 from scipy.special import logsumexp
-from sklearn.cluster import KMeans
 
 import privclust.cluster.coreset as coreset_module
+from _criterion import criterion_k
 from privclust import CoresetKMeans, datasets
 from privclust.metrics import ari
 
@@ -195,16 +195,9 @@ def _gap(Xs, box, cands, noise2, ks, c):
 
 
 def _ceiling(X, y, k_true):
-    """The non-private criterion's ARI: the k of the highest mean simplified silhouette over
-    KMeans fits for k = 2 .. 2 k_true, and the ARI there. Returns ``(k, ARI)``."""
-    best = (-1.0, 0, 0.0)
-    for k in range(2, 2 * k_true + 1):
-        C = KMeans(k, n_init=10, random_state=0).fit(X).cluster_centers_
-        dist, j = cKDTree(C).query(X, k=2)
-        s = float(np.mean((dist[:, 1] - dist[:, 0]) / np.maximum(dist[:, 1], 1e-300)))
-        if s > best[0]:
-            best = (s, k, ari(y, j[:, 0]))
-    return best[1], best[2]
+    """The non-private criterion's k and ARI over KMeans fits for k = 2 .. 2 k_true
+    (:func:`_criterion.criterion_k`). Returns ``(k, ARI)``."""
+    return criterion_k(X, y, range(2, 2 * k_true + 1))
 
 
 def main(argv=None):
