@@ -3,6 +3,7 @@
     python benchmarks/no_k_speed.py                          # every set, epsilon 1 and 0.25
     python benchmarks/no_k_speed.py --sets gen_many80_2d blobs_100k_2d --epsilons 1 --seeds 3
     python benchmarks/no_k_speed.py --table                  # the default's table, below
+    python benchmarks/no_k_speed.py --table --seeds 40 --criterion-k   # also at the criterion's k
 
 For each set and epsilon, ``CoresetKMeans(epsilon=e, bounds="private", random_state=s)`` without
 ``n_clusters`` ("no k") and with the true number of classes ("given k"), seeds ``0 .. seeds-1``.
