@@ -44,6 +44,7 @@ from ._coreset.select import (
     SAMPLE_CAP,
     candidate_centres,
     candidate_ks,
+    choice_odds_note,
     fit_centres,
     score_rate,
     ward_merge,
@@ -733,6 +734,7 @@ class CoresetKMeans(PrivateClusterMixin):
                             + "; squared distances less the centres' public expected squared "
                             "noise): sensitivity 1",
                             item=_ITEM_SELECT, monotone=True))
+        mech.report.notes += filter(None, [choice_odds_note(n_hat, rate, eps_select, len(ks))])
         return ks[i], cands[i], ks
 
     @staticmethod
