@@ -3,6 +3,7 @@ how much do they clip, how loose are they, and what do they cost a clustering.
 
     python benchmarks/private_bounds.py                  # 10 seeds, 3 clustering seeds
     python benchmarks/private_bounds.py --seeds 20 --fit-seeds 5 --sets uci_letter
+    python benchmarks/private_bounds.py --small --seeds 20  # small sets at epsilon 0.025 .. 0.1
 
 Table 1, per data set: how many of the seeds ran (the others were refused with one sentence),
 the share of records outside the bounds (median and max over seeds), the bounds' width over the
@@ -12,7 +13,9 @@ digits, breast cancer repeated 50 times (28,450 x 30: features on scales from 0.
 generated sets at the smallest target sizes (10,000 x 40 and 2,000 x 4: features on scales
 0.01 .. 1,000, near 1000, Student t with 3 degrees of freedom, constant, negative, integer
 codes, uniform, all zero), and ``uci_letter``, ``uci_gas_turbine`` and ``mnist_emb40`` from
-``../shared/data`` (skipped with a line when absent).
+``../shared/data`` (skipped with a line when absent). ``--small``: table 1 only, for the small
+sets of Gagolewski's battery in ``../shared/data`` at epsilon 0.025, 0.05 and 0.1 for the bounds
+(the bounds of fits at epsilon 0.25, 0.5 and 1 with ``bounds="private"``).
 
 Table 2, the shared sets: ``DPLloyd(k, epsilon=0.9)`` with the private bounds against
 ``DPLloyd(k, epsilon=0.9)`` with the sidecar's public bounds: mean ARI where the set has labels,
@@ -35,6 +38,8 @@ from privclust import DPLloyd, datasets, private_bounds
 
 EPSILON = 0.1
 SHARED = ("uci_letter", "uci_gas_turbine", "mnist_emb40")
+SMALL = ("sipu_a1", "sipu_a2", "sipu_s2", "sipu_s4", "fcps_engytime", "other_hdbscan", "wut_graph")
+SMALL_EPSILONS = (0.025, 0.05, 0.1)
 
 
 def _generated(n, d, seed):
@@ -76,13 +81,13 @@ def _sets(shared: bool):
     return out
 
 
-def _row(name, X, seeds):
+def _row(name, X, seeds, epsilon=EPSILON):
     ran, outside, widths, times, found = 0, [], [], [], []
     true = X.max(axis=0) - X.min(axis=0)
     for seed in range(seeds):
         start = time.perf_counter()
         try:
-            b = private_bounds(X, EPSILON, random_state=seed).bounds
+            b = private_bounds(X, epsilon, random_state=seed).bounds
         except ValueError as exc:
             message = str(exc)
             continue
@@ -122,13 +127,36 @@ def _clustering(name, X, y, public, k, found, fit_seeds):
           f"| {np.median(priv[:, 1]) / np.median(pub[:, 1]):.2f} |", flush=True)
 
 
+def _small(seeds, only):
+    """Table 1 for the small sets at each of SMALL_EPSILONS."""
+    print("\n### private bounds on small sets\n")
+    print("| set @ epsilon | n x d | ran | outside the bounds (median / max) | width / true range "
+          "(median / p90) | time (median) |")
+    print("|---|---|---|---|---|---|")
+    for name in SMALL:
+        if only is not None and name not in only:
+            continue
+        try:
+            X = np.asarray(datasets.load(name).X, float)
+        except datasets.DatasetNotFoundError as exc:
+            print(f"(skipping {name}: {str(exc).splitlines()[0]})")
+            continue
+        for eps in SMALL_EPSILONS:
+            _row(f"{name} @ {eps:g}", X, seeds, eps)
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--seeds", type=int, default=10, help="private bounds seeds (default 10)")
     p.add_argument("--fit-seeds", type=int, default=3, help="DPLloyd seeds (default 3)")
     p.add_argument("--sets", nargs="*", default=None, help="only these sets (names as shown)")
+    p.add_argument("--small", action="store_true",
+                   help="table 1 for the small sets at epsilon 0.025 .. 0.1 instead")
     args = p.parse_args(argv)
     warnings.simplefilter("ignore")  # clipping warnings: the data holder's diagnostics
+    if args.small:
+        _small(args.seeds, args.sets)
+        return
     sets = [s for s in _sets(shared=True) if args.sets is None or s[0] in args.sets]
     print(f"\n### private bounds at epsilon {EPSILON:g}\n")
     print("| set | n x d | ran | outside the bounds (median / max) | width / true range "
